@@ -1,0 +1,165 @@
+"""Loading a catalog: items with an id and two or more text fields (title, description, ...).
+
+Everything downstream (collator, trainer, inference, evaluation) sees a ``datasets.Dataset`` with
+a string ``id`` column and one column per text field, so a wine, a video game or a user's product
+is just a catalog item. Real catalogs are messy: the loader names the file, the row and the
+column when something is wrong, and skips empty texts with a count unless asked to be strict.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import datasets
+import pandas as pd
+
+logger = logging.getLogger(__name__)
+
+SUPPORTED_SUFFIXES = {".csv": "csv", ".tsv": "tsv", ".jsonl": "jsonl", ".json": "jsonl", ".parquet": "parquet"}
+
+
+class CatalogError(ValueError):
+    """A catalog that cannot be used as it is; the message says where and what to do."""
+
+
+@dataclass(frozen=True)
+class Catalog:
+    """A loaded catalog: ``dataset`` has an ``id`` column (strings) and one column per field."""
+
+    dataset: datasets.Dataset
+    fields: tuple[str, ...]
+    source: str
+
+    def __len__(self) -> int:
+        return len(self.dataset)
+
+    @property
+    def ids(self) -> list[str]:
+        return self.dataset["id"]
+
+    def texts(self, field: str) -> list[str]:
+        return self.dataset[field]
+
+    @property
+    def display_titles(self) -> list[str]:
+        """The first field, which is what people recognise an item by."""
+        return self.dataset[self.fields[0]]
+
+
+def load_catalog(
+    source: str | Path | datasets.Dataset | pd.DataFrame,
+    *,
+    id_column: str | None = "id",
+    text_columns: Sequence[str] = ("title", "description"),
+    strict: bool = False,
+    min_items: int = 2,
+) -> Catalog:
+    """Reads a catalog from a CSV/TSV/JSONL/Parquet file, a ``datasets.Dataset`` or a DataFrame.
+
+    Args:
+        source: the file path, or an in-memory table.
+        id_column: the column holding unique item ids; ``None`` numbers the rows from 0.
+        text_columns: the text fields, in order; the first is the title, shown in listings.
+        strict: raise on empty or missing texts instead of skipping those items.
+        min_items: fewer usable items than this is an error (a batch needs negatives).
+    """
+    text_columns = tuple(text_columns)
+    if len(text_columns) < 2:
+        raise CatalogError(f"A catalog needs at least two text columns (title, description); got {text_columns}.")
+    if len(set(text_columns)) != len(text_columns):
+        raise CatalogError(f"text_columns repeats a column: {text_columns}.")
+    frame, name = _read_table(source)
+    _check_columns(frame, name, id_column, text_columns)
+
+    ids = frame[id_column] if id_column is not None else pd.Series(range(len(frame)), index=frame.index)
+    ids = ids.map(_id_to_string)
+    duplicated = ids[ids.duplicated(keep=False)]
+    if len(duplicated):
+        examples = ", ".join(sorted(set(duplicated.head(10))))
+        raise CatalogError(
+            f"{name}: column {id_column!r} has {duplicated.nunique()} duplicated ids (e.g. {examples}); "
+            "ids must be unique, or pass id_column=None to number the rows."
+        )
+
+    table = pd.DataFrame({"id": ids})
+    usable = pd.Series(True, index=frame.index)
+    for column in text_columns:
+        texts = frame[column].map(_text_or_none)
+        empty = texts.isna()
+        if empty.any():
+            rows = [int(i) + 2 for i in empty[empty].index[:10]]  # +2: header line and 1-based lines
+            if strict:
+                raise CatalogError(
+                    f"{name}: column {column!r} is empty or missing in {int(empty.sum())} rows "
+                    f"(first file lines: {rows}); fill them or drop strict mode to skip those items."
+                )
+            logger.warning("%s: skipping %d items with an empty %r.", name, int(empty.sum()), column)
+        usable &= ~empty
+        table[column] = texts
+    table = table[usable.to_numpy()].reset_index(drop=True)
+    if len(table) < min_items:
+        raise CatalogError(f"{name}: only {len(table)} usable items; at least {min_items} are needed.")
+    dataset = datasets.Dataset.from_pandas(table, preserve_index=False)
+    logger.info("Loaded %d items with fields %s from %s.", len(dataset), text_columns, name)
+    return Catalog(dataset=dataset, fields=text_columns, source=name)
+
+
+def _read_table(source: str | Path | datasets.Dataset | pd.DataFrame) -> tuple[pd.DataFrame, str]:
+    if isinstance(source, datasets.Dataset):
+        return source.to_pandas(), "the given dataset"
+    if isinstance(source, pd.DataFrame):
+        return source.reset_index(drop=True), "the given DataFrame"
+    path = Path(source)
+    if not path.is_file():
+        raise CatalogError(f"Catalog file not found: {path}.")
+    kind = SUPPORTED_SUFFIXES.get(path.suffix.lower())
+    if kind is None:
+        raise CatalogError(f"{path}: unsupported catalog format {path.suffix!r}; use one of {sorted(SUPPORTED_SUFFIXES)}.")
+    try:
+        if kind in ("csv", "tsv"):
+            # Ids and texts are read as strings so that '007' stays '007' and 'NA' stays a word.
+            frame = pd.read_csv(path, sep="\t" if kind == "tsv" else ",", dtype=str, keep_default_na=False,
+                                na_values=[""], encoding="utf-8")
+        elif kind == "jsonl":
+            frame = pd.read_json(path, lines=True, dtype=False, encoding="utf-8")
+        else:
+            frame = pd.read_parquet(path)
+    except UnicodeDecodeError as error:
+        line = _line_of_byte(path, error.start)
+        raise CatalogError(f"{path}: line {line} is not valid UTF-8 ({error.reason}); re-encode the file as UTF-8.") from error
+    except (ValueError, pd.errors.ParserError) as error:
+        raise CatalogError(f"{path}: cannot be parsed as {kind}: {error}") from error
+    return frame, str(path)
+
+
+def _line_of_byte(path: Path, offset: int) -> int:
+    with open(path, "rb") as handle:
+        return handle.read(offset).count(b"\n") + 1
+
+
+def _check_columns(frame: pd.DataFrame, name: str, id_column: str | None, text_columns: tuple[str, ...]) -> None:
+    wanted = ([id_column] if id_column is not None else []) + list(text_columns)
+    missing = [column for column in wanted if column not in frame.columns]
+    if missing:
+        raise CatalogError(
+            f"{name}: missing column(s) {missing}; the columns found are {list(frame.columns)}. "
+            "Set id_column/text_columns (or --id_column/--text_columns) to the names your file uses."
+        )
+
+
+def _text_or_none(value: object) -> str | None:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return None
+    text = str(value).strip()
+    return text or None
+
+
+def _id_to_string(value: object) -> str:
+    # Integer-valued floats (pandas turns int columns with gaps into floats) print without '.0'.
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value).strip()
