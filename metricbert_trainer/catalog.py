@@ -19,7 +19,13 @@ import pandas as pd
 
 logger = logging.getLogger(__name__)
 
-SUPPORTED_SUFFIXES = {".csv": "csv", ".tsv": "tsv", ".jsonl": "jsonl", ".json": "jsonl", ".parquet": "parquet"}
+SUPPORTED_SUFFIXES = {
+    ".csv": "csv",
+    ".tsv": "tsv",
+    ".jsonl": "jsonl",
+    ".json": "jsonl",
+    ".parquet": "parquet",
+}
 
 
 class CatalogError(ValueError):
@@ -69,7 +75,9 @@ def load_catalog(
     """
     text_columns = tuple(text_columns)
     if len(text_columns) < 2:
-        raise CatalogError(f"A catalog needs at least two text columns (title, description); got {text_columns}.")
+        raise CatalogError(
+            f"A catalog needs at least two text columns (title, description); got {text_columns}."
+        )
     if len(set(text_columns)) != len(text_columns):
         raise CatalogError(f"text_columns repeats a column: {text_columns}.")
     frame, name = _read_table(source)
@@ -118,30 +126,48 @@ def _read_table(source: str | Path | datasets.Dataset | pd.DataFrame) -> tuple[p
         raise CatalogError(f"Catalog file not found: {path}.")
     kind = SUPPORTED_SUFFIXES.get(path.suffix.lower())
     if kind is None:
-        raise CatalogError(f"{path}: unsupported catalog format {path.suffix!r}; use one of {sorted(SUPPORTED_SUFFIXES)}.")
+        raise CatalogError(
+            f"{path}: unsupported catalog format {path.suffix!r}; use one of {sorted(SUPPORTED_SUFFIXES)}."
+        )
     try:
         if kind in ("csv", "tsv"):
             # Ids and texts are read as strings so that '007' stays '007' and 'NA' stays a word.
-            frame = pd.read_csv(path, sep="\t" if kind == "tsv" else ",", dtype=str, keep_default_na=False,
-                                na_values=[""], encoding="utf-8")
+            frame = pd.read_csv(
+                path,
+                sep="\t" if kind == "tsv" else ",",
+                dtype=str,
+                keep_default_na=False,
+                na_values=[""],
+                encoding="utf-8",
+            )
         elif kind == "jsonl":
             frame = pd.read_json(path, lines=True, dtype=False, encoding="utf-8")
         else:
             frame = pd.read_parquet(path)
     except UnicodeDecodeError as error:
-        line = _line_of_byte(path, error.start)
-        raise CatalogError(f"{path}: line {line} is not valid UTF-8 ({error.reason}); re-encode the file as UTF-8.") from error
+        line = _first_invalid_utf8_line(path)
+        raise CatalogError(
+            f"{path}: line {line} is not valid UTF-8 ({error.reason}); re-encode the file as UTF-8."
+        ) from error
     except (ValueError, pd.errors.ParserError) as error:
         raise CatalogError(f"{path}: cannot be parsed as {kind}: {error}") from error
     return frame, str(path)
 
 
-def _line_of_byte(path: Path, offset: int) -> int:
+def _first_invalid_utf8_line(path: Path) -> int:
+    # The parser decodes in chunks, so the error's offset is not the file's: scan line by line.
     with open(path, "rb") as handle:
-        return handle.read(offset).count(b"\n") + 1
+        for number, line in enumerate(handle, start=1):
+            try:
+                line.decode("utf-8")
+            except UnicodeDecodeError:
+                return number
+    return 0
 
 
-def _check_columns(frame: pd.DataFrame, name: str, id_column: str | None, text_columns: tuple[str, ...]) -> None:
+def _check_columns(
+    frame: pd.DataFrame, name: str, id_column: str | None, text_columns: tuple[str, ...]
+) -> None:
     wanted = ([id_column] if id_column is not None else []) + list(text_columns)
     missing = [column for column in wanted if column not in frame.columns]
     if missing:

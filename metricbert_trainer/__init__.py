@@ -1,0 +1,33 @@
+"""metricbert-trainer: Hugging Face Trainer recipes for MetricBERT (Malkiel, Ginzburg et al., ICASSP 2022)."""
+
+from .catalog import Catalog, CatalogError, load_catalog
+from .collator import MetricBertCollator
+from .config import DataArguments, MetricBertConfig, ModelArguments
+from .distances import Distance, paired_distance, pairwise_distance
+from .losses import TripletLoss
+from .mining import Anchors, Mining, NegativePool
+from .modeling import PoolingInput, enable_metric_forward, load_masked_lm
+from .trainer import MetricBertTrainer
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Anchors",
+    "Catalog",
+    "CatalogError",
+    "DataArguments",
+    "Distance",
+    "MetricBertCollator",
+    "MetricBertConfig",
+    "MetricBertTrainer",
+    "Mining",
+    "ModelArguments",
+    "NegativePool",
+    "PoolingInput",
+    "TripletLoss",
+    "enable_metric_forward",
+    "load_catalog",
+    "load_masked_lm",
+    "paired_distance",
+    "pairwise_distance",
+]

@@ -1,0 +1,87 @@
+"""The collator: tokenizes every text field of a batch of catalog items and masks it for MLM."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from transformers import DataCollatorForLanguageModeling, PreTrainedTokenizerBase
+from transformers.data.data_collator import DataCollatorMixin
+
+# Keys of one field's tensors in a collated batch, e.g. ``title_input_ids``.
+TENSOR_KEYS = ("input_ids", "attention_mask", "token_type_ids", "labels")
+
+
+def field_key(field_name: str, tensor_name: str) -> str:
+    return f"{field_name}_{tensor_name}"
+
+
+def field_inputs(batch: dict[str, torch.Tensor], field_name: str) -> dict[str, torch.Tensor]:
+    """The tensors of one field, with their plain names (``input_ids``, ``labels``, ...)."""
+    return {
+        name: batch[field_key(field_name, name)]
+        for name in TENSOR_KEYS
+        if field_key(field_name, name) in batch
+    }
+
+
+@dataclass
+class MetricBertCollator(DataCollatorMixin):
+    """Turns catalog items (dicts with one text per field) into masked, padded encoder inputs.
+
+    Each field is padded only to its own longest text in the batch (titles are short, descriptions
+    long), and comes back as ``{field}_input_ids``, ``{field}_attention_mask``,
+    ``{field}_token_type_ids`` (when the tokenizer makes them) and ``{field}_labels``. Row ``i`` of
+    every field belongs to item ``i``, which is what the miner relies on to find an anchor's
+    positive. Masking is transformers' own BERT recipe (``mlm_probability`` of the real tokens,
+    80% ``[MASK]``, 10% random, 10% unchanged); special and padding tokens are never masked and
+    labels are -100 everywhere else. ``mlm_probability=0`` returns unmasked inputs and no labels.
+
+    Example:
+        >>> collator = MetricBertCollator(tokenizer, fields=("title", "description"))
+        >>> batch = collator([{"title": "Rainstorm 2013 Pinot Gris", "description": "Tart and snappy."}])
+    """
+
+    tokenizer: PreTrainedTokenizerBase
+    fields: Sequence[str] = ("title", "description")
+    max_length: int = 128
+    mlm_probability: float = 0.15
+    pad_to_multiple_of: int | None = None
+    return_tensors: str = "pt"
+    _masker: DataCollatorForLanguageModeling | None = field(default=None, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.mlm_probability < 1.0:
+            raise ValueError(f"mlm_probability must be in [0, 1); got {self.mlm_probability}.")
+        if self.mlm_probability > 0:
+            if self.tokenizer.mask_token is None:
+                raise ValueError(
+                    "The tokenizer has no mask token, so it cannot be used for MLM; set mlm_probability=0."
+                )
+            self._masker = DataCollatorForLanguageModeling(
+                self.tokenizer, mlm_probability=self.mlm_probability
+            )
+
+    def torch_call(self, features: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
+        batch: dict[str, torch.Tensor] = {}
+        for name in self.fields:
+            texts = [str(feature[name]) for feature in features]
+            encoded = self.tokenizer(
+                texts,
+                truncation=True,
+                max_length=self.max_length,
+                padding="longest",
+                pad_to_multiple_of=self.pad_to_multiple_of,
+                return_special_tokens_mask=True,
+                return_tensors="pt",
+            )
+            never_masked = encoded.pop("special_tokens_mask").bool() | (encoded["attention_mask"] == 0)
+            if self._masker is not None:
+                encoded["input_ids"], encoded["labels"] = self._masker.torch_mask_tokens(
+                    encoded["input_ids"], special_tokens_mask=never_masked
+                )
+            for tensor_name, tensor in encoded.items():
+                batch[field_key(name, tensor_name)] = tensor
+        return batch

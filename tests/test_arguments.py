@@ -1,0 +1,62 @@
+import pytest
+
+from metricbert_trainer.arguments import parse_recipe_args
+from metricbert_trainer.config import DataArguments, MetricBertConfig, ModelArguments
+from metricbert_trainer.mining import Mining
+
+TYPES = (ModelArguments, DataArguments, MetricBertConfig)
+
+
+def _write(tmp_path, text):
+    path = tmp_path / "recipe.yaml"
+    path.write_text(text, encoding="utf-8")
+    return str(path)
+
+
+def test_yaml_values_and_cli_overrides(tmp_path):
+    config = _write(
+        tmp_path,
+        "catalog: items.csv\noutput_dir: out\nlearning_rate: 1.0e-5\nmining: random\ntext_columns: [name, text]\n",
+    )
+    model, data, training = parse_recipe_args(
+        TYPES, ["--config", config, "--learning_rate", "3e-5", "--margin", "0.3"]
+    )
+    assert training.learning_rate == 3e-5 and training.margin == 0.3
+    assert training.mining is Mining.RANDOM
+    assert data.text_columns == ["name", "text"] and data.catalog == "items.csv"
+    assert model.trust_remote_code is False
+
+
+def test_default_config_used_without_flag(tmp_path):
+    config = _write(tmp_path, "catalog: items.csv\noutput_dir: out\nmax_length: 64\n")
+    _, _, training = parse_recipe_args(TYPES, [], default_config=config)
+    assert training.max_length == 64
+
+
+def test_unknown_yaml_key_suggests_the_right_one(tmp_path):
+    config = _write(tmp_path, "catalog: items.csv\nlearning_rat: 1.0e-5\n")
+    with pytest.raises(ValueError, match="'learning_rat' \\(did you mean 'learning_rate'\\?\\)"):
+        parse_recipe_args(TYPES, ["--config", config])
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "message"),
+    [
+        ("--margin", "-0.1", "margin must be >= 0"),
+        ("--triplet_weight", "-1", "must be >= 0"),
+        ("--mlm_probability", "1.5", r"mlm_probability must be in \[0, 1\)"),
+    ],
+)
+def test_invalid_values_rejected_at_parse_time(flag, value, message):
+    with pytest.raises(ValueError, match=message):
+        parse_recipe_args(TYPES, ["--catalog", "x.csv", "--output_dir", "out", flag, value])
+
+
+def test_unknown_choice_lists_valid_ones():
+    with pytest.raises(ValueError, match="Unknown mining 'hardest'; valid choices: hard, random, semi_hard"):
+        MetricBertConfig(output_dir="out", mining="hardest")
+
+
+def test_missing_catalog_says_what_to_pass():
+    with pytest.raises(ValueError, match="--catalog"):
+        parse_recipe_args(TYPES, ["--output_dir", "out"])

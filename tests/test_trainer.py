@@ -1,0 +1,135 @@
+import numpy as np
+import pytest
+import torch
+from transformers import AutoModel, AutoModelForMaskedLM
+
+from metricbert_trainer.catalog import load_catalog
+from metricbert_trainer.collator import MetricBertCollator
+from metricbert_trainer.config import MetricBertConfig
+from metricbert_trainer.modeling import load_masked_lm
+from metricbert_trainer.pooling import mean_pool
+from metricbert_trainer.trainer import MetricBertTrainer
+
+
+@pytest.fixture(scope="module")
+def wine_items(wines_csv):
+    return load_catalog(wines_csv).dataset.select(range(64))
+
+
+def _config(tmp_path, **overrides):
+    values = dict(
+        output_dir=str(tmp_path / "out"),
+        per_device_train_batch_size=16,
+        learning_rate=1e-3,
+        num_train_epochs=1,
+        logging_steps=1,
+        save_strategy="no",
+        report_to="none",
+        seed=0,
+        margin=0.2,
+        use_cpu=True,
+    )
+    values.update(overrides)
+    return MetricBertConfig(**values)
+
+
+def _loss_history(trainer, name):
+    return [entry[name] for entry in trainer.state.log_history if name in entry]
+
+
+def test_triplet_loss_falls_and_terms_are_logged(tmp_path, tiny_model_path, tokenizer, wine_items):
+    # Random negatives: hard ones make a randomly initialised encoder collapse (see the next test).
+    args = _config(tmp_path, num_train_epochs=10, mlm_weight=0.1, learning_rate=5e-3, mining="random")
+    trainer = MetricBertTrainer(
+        load_masked_lm(tiny_model_path), args, train_dataset=wine_items, processing_class=tokenizer
+    )
+    trainer.train()
+    triplet = _loss_history(trainer, "triplet_loss")
+    assert len(triplet) == 40
+    assert np.mean(triplet[-4:]) < 0.5 * np.mean(triplet[:4]), triplet
+    logged = trainer.state.log_history[0]
+    for key in (
+        "loss",
+        "mlm_loss",
+        "margin_violation_rate",
+        "negative_closer_rate",
+        "mean_d_ap",
+        "mean_d_an",
+        "embedding_spread",
+    ):
+        assert key in logged, key
+    # The untrained tiny head starts near ln(vocabulary size).
+    assert abs(logged["mlm_loss"] - np.log(tokenizer.vocab_size)) < 1.5
+
+
+def test_collapse_is_detected_and_warned(tmp_path, tiny_model_path, tokenizer, wine_items, caplog):
+    # Hard negatives from a random start: the trivial solution (all embeddings equal, loss = margin).
+    args = _config(tmp_path, num_train_epochs=6, mlm_weight=0.0, mlm_probability=0.0, learning_rate=3e-3)
+    trainer = MetricBertTrainer(
+        load_masked_lm(tiny_model_path), args, train_dataset=wine_items, processing_class=tokenizer
+    )
+    with caplog.at_level("WARNING", logger="metricbert_trainer.trainer"):
+        trainer.train()
+    spread = _loss_history(trainer, "embedding_spread")
+    assert spread[-1] < 0.5 * spread[0]
+    assert any("collapsing" in record.getMessage() for record in caplog.records)
+
+
+def test_loss_is_weighted_sum_of_terms(tmp_path, tiny_model_path, tokenizer, wine_items):
+    args = _config(tmp_path, triplet_weight=2.0, mlm_weight=0.5, learning_rate=0.0)
+    trainer = MetricBertTrainer(
+        load_masked_lm(tiny_model_path), args, train_dataset=wine_items, processing_class=tokenizer
+    )
+    trainer.train()
+    entry = trainer.state.log_history[0]
+    assert entry["loss"] == pytest.approx(0.5 * entry["mlm_loss"] + 2.0 * entry["triplet_loss"], rel=1e-3)
+
+
+def test_text_columns_survive_remove_unused_columns(tmp_path, tiny_model_path, tokenizer, wine_items):
+    args = _config(tmp_path, remove_unused_columns=True, max_steps=1)
+    trainer = MetricBertTrainer(
+        load_masked_lm(tiny_model_path), args, train_dataset=wine_items, processing_class=tokenizer
+    )
+    batch = next(iter(trainer.get_train_dataloader()))
+    assert "title_input_ids" in batch and "description_labels" in batch
+
+
+def test_gradient_accumulation_averages_micro_batches(tmp_path, tiny_model_path, tokenizer, wine_items):
+    """Two accumulated micro-batches give the gradient of the mean of their two losses."""
+    torch.manual_seed(0)
+    collator = MetricBertCollator(tokenizer, max_length=32)
+    micro_batches = [collator(list(wine_items.select(range(start, start + 8)))) for start in (0, 8)]
+    args = _config(tmp_path, gradient_accumulation_steps=2)
+    model = load_masked_lm(tiny_model_path, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    trainer = MetricBertTrainer(model, args, train_dataset=wine_items, processing_class=tokenizer)
+    trainer.current_gradient_accumulation_steps = 2
+    model.train()
+    for batch in micro_batches:
+        trainer.training_step(model, batch)
+    accumulated = {name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None}
+
+    model.zero_grad()
+    losses = [trainer.compute_loss(model, batch) for batch in micro_batches]
+    ((losses[0] + losses[1]) / 2).backward()
+    for name, parameter in model.named_parameters():
+        if parameter.grad is not None:
+            torch.testing.assert_close(accumulated[name], parameter.grad, rtol=1e-4, atol=1e-6)
+
+
+def test_saved_checkpoint_reloads_to_identical_embeddings(tmp_path, tiny_model_path, tokenizer, wine_items):
+    args = _config(tmp_path, max_steps=2)
+    trainer = MetricBertTrainer(
+        load_masked_lm(tiny_model_path), args, train_dataset=wine_items, processing_class=tokenizer
+    )
+    trainer.train()
+    trainer.save_model(args.output_dir)
+    inputs = tokenizer(wine_items["description"][:4], padding=True, return_tensors="pt")
+
+    def embed(model):
+        model.eval()
+        with torch.no_grad():
+            return mean_pool(model.base_model(**inputs).last_hidden_state, inputs["attention_mask"])
+
+    trained = embed(trainer.model)
+    torch.testing.assert_close(embed(AutoModel.from_pretrained(args.output_dir)), trained)
+    torch.testing.assert_close(embed(AutoModelForMaskedLM.from_pretrained(args.output_dir)), trained)
