@@ -27,6 +27,19 @@ def field_inputs(batch: dict[str, torch.Tensor], field_name: str) -> dict[str, t
     }
 
 
+def unmasked(inputs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """One field's encoder inputs with the original tokens restored and no labels.
+
+    The labels hold the original token wherever one was masked (replaced, randomised or kept),
+    so the text the model would see at inference is recoverable without a second tokenization.
+    """
+    clean = {name: tensor for name, tensor in inputs.items() if name != "labels"}
+    labels = inputs.get("labels")
+    if labels is not None:
+        clean["input_ids"] = torch.where(labels != -100, labels, inputs["input_ids"])
+    return clean
+
+
 @dataclass
 class MetricBertCollator(DataCollatorMixin):
     """Turns catalog items (dicts with one text per field) into masked, padded encoder inputs.

@@ -49,6 +49,20 @@ class MetricBertConfig(TrainingArguments):
         default=PoolingInput.MASKED,
         metadata={"help": "Pool sentence vectors from the masked MLM pass, or from a second unmasked pass."},
     )
+    false_negative_filter: bool = field(
+        default=False,
+        metadata={
+            "help": "Do not mine candidates that the starting model already places closer to the anchor than its "
+            "positive (GISTEmbed-style guided selection with the frozen starting model as the guide)."
+        },
+    )
+    guide_diagnostics: bool = field(
+        default=True,
+        metadata={
+            "help": "Keep a frozen copy of the starting encoder and log guide_negative_closer_rate (share of mined "
+            "negatives it ranks above the positive) at each logging step."
+        },
+    )
     collapse_warning_spread: float = field(
         default=0.05,
         metadata={
@@ -94,6 +108,7 @@ class MetricBertConfig(TrainingArguments):
             "anchors": self.anchors.value,
             "negative_pool": self.negative_pool.value,
             "pooling_input": self.pooling_input.value,
+            "false_negative_filter": self.false_negative_filter,
         }
 
 

@@ -21,10 +21,14 @@ from .mining import (
 
 @dataclass
 class LossOutput:
-    """The loss and the statistics worth logging next to it (plain floats, already detached)."""
+    """The loss, the statistics worth logging next to it (plain floats, already detached), and
+    the mined triplets as element indices (for diagnostics)."""
 
     loss: torch.Tensor
     statistics: dict[str, float]
+    anchor_index: torch.Tensor
+    positive_index: torch.Tensor
+    negative_index: torch.Tensor
 
 
 class TripletLoss(nn.Module):
@@ -71,19 +75,35 @@ class TripletLoss(nn.Module):
             "negative_pool": self.negative_pool.value,
         }
 
-    def forward(self, titles: torch.Tensor, descriptions: torch.Tensor) -> LossOutput:
-        num_items = titles.shape[0]
-        elements = torch.cat([titles, descriptions])
+    def anchors_and_positives(
+        self, num_items: int, device: torch.device
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         anchor_index, positive_index = anchor_and_positive_indices(num_items, self.anchors)
-        anchor_index, positive_index = anchor_index.to(elements.device), positive_index.to(elements.device)
+        return anchor_index.to(device), positive_index.to(device)
+
+    def forward(
+        self, titles: torch.Tensor, descriptions: torch.Tensor, excluded: torch.Tensor | None = None
+    ) -> LossOutput:
+        """``excluded`` ([A, 2B], optional) removes candidates from mining, e.g. suspected false
+        negatives; anchors left with no candidate do not contribute to the loss."""
+        elements = torch.cat([titles, descriptions])
+        anchor_index, positive_index = self.anchors_and_positives(titles.shape[0], elements.device)
+        allowed = negative_candidates(anchor_index, positive_index, len(elements), self.negative_pool)
+        if excluded is not None:
+            allowed &= ~excluded
+            keep = allowed.any(dim=1)
+            anchor_index, positive_index, allowed = anchor_index[keep], positive_index[keep], allowed[keep]
+        if len(anchor_index) == 0:
+            zero = elements.sum() * 0.0
+            return LossOutput(zero, {}, anchor_index, positive_index, anchor_index)
         distances = pairwise_distance(elements[anchor_index], elements, self.distance)
         rows = torch.arange(len(anchor_index), device=elements.device)
         positive_distance = distances[rows, positive_index]
-        allowed = negative_candidates(anchor_index, positive_index, len(elements), self.negative_pool)
         negative_index = mine_negatives(distances, allowed, positive_distance, self.mining)
         negative_distance = distances[rows, negative_index]
         loss = F.relu(self.margin + positive_distance - negative_distance).mean()
-        return LossOutput(loss, triplet_statistics(positive_distance, negative_distance, self.margin))
+        statistics = triplet_statistics(positive_distance, negative_distance, self.margin)
+        return LossOutput(loss, statistics, anchor_index, positive_index, negative_index)
 
 
 def triplet_statistics(

@@ -20,7 +20,7 @@ import torch
 import torch.nn.functional as F
 from transformers import AutoModelForMaskedLM, PreTrainedModel
 
-from .collator import field_inputs
+from .collator import field_inputs, unmasked
 from .pooling import mean_pool
 
 logger = logging.getLogger(__name__)
@@ -107,8 +107,7 @@ def _metric_forward(model, plain_forward, head, batch, fields, pooling_input) ->
             loss_sum = field_loss_sum if loss_sum is None else loss_sum + field_loss_sum
             token_count += field_tokens
         if pooling_input is PoolingInput.UNMASKED and labels is not None:
-            original_ids = torch.where(labels != -100, labels, inputs["input_ids"])
-            hidden = model.base_model(**{**inputs, "input_ids": original_ids}).last_hidden_state
+            hidden = model.base_model(**unmasked({**inputs, "labels": labels})).last_hidden_state
         pooled.append(mean_pool(hidden, inputs["attention_mask"]))
     embeddings = torch.stack(pooled)
     if loss_sum is None or token_count == 0:

@@ -11,6 +11,7 @@ from transformers import PreTrainedModel, Trainer
 
 from .collator import MetricBertCollator
 from .config import MetricBertConfig
+from .guide import StartingModelGuide
 from .losses import TripletLoss, embedding_spread
 from .modeling import enable_metric_forward
 
@@ -61,6 +62,9 @@ class MetricBertTrainer(Trainer):
                 max_length=args.max_length,
                 mlm_probability=args.mlm_probability,
             )
+        self.guide = (
+            StartingModelGuide(model) if args.false_negative_filter or args.guide_diagnostics else None
+        )
         enable_metric_forward(model)
         self.triplet_loss = TripletLoss(
             margin=args.margin,
@@ -93,19 +97,35 @@ class MetricBertTrainer(Trainer):
         args: MetricBertConfig = self.args
         outputs = model(metric_batch=inputs, fields=self.fields, pooling_input=args.pooling_input)
         titles, descriptions = outputs["embeddings"][0], outputs["embeddings"][1]
-        triplet = self.triplet_loss(titles, descriptions)
+        guide_vectors = excluded = None
+        if self.guide is not None and (args.false_negative_filter or self._is_logging_step()):
+            guide_vectors = self.guide.embed(inputs, self.fields)
+        if args.false_negative_filter:
+            anchor_index, positive_index = self.triplet_loss.anchors_and_positives(len(titles), titles.device)
+            excluded = self.guide.closer_than_positive(guide_vectors, anchor_index, positive_index)
+        triplet = self.triplet_loss(titles, descriptions, excluded)
         loss = args.triplet_weight * triplet.loss
         if args.mlm_weight > 0:
             loss = loss + args.mlm_weight * outputs["mlm_loss"]
-        self._record(
-            {
-                "mlm_loss": float(outputs["mlm_loss"].detach()),
-                "triplet_loss": float(triplet.loss.detach()),
-                "embedding_spread": embedding_spread(torch.cat([titles, descriptions])),
-                **triplet.statistics,
-            }
-        )
+        statistics = {
+            "mlm_loss": float(outputs["mlm_loss"].detach()),
+            "triplet_loss": float(triplet.loss.detach()),
+            "embedding_spread": embedding_spread(torch.cat([titles, descriptions])),
+            **triplet.statistics,
+        }
+        if excluded is not None:
+            statistics["filtered_candidate_rate"] = float(excluded.float().mean())
+        if guide_vectors is not None and len(triplet.anchor_index):
+            statistics["guide_negative_closer_rate"] = self.guide.negative_closer_rate(
+                guide_vectors, triplet.anchor_index, triplet.positive_index, triplet.negative_index
+            )
+        self._record(statistics)
         return (loss, outputs) if return_outputs else loss
+
+    def _is_logging_step(self) -> bool:
+        """Whether the update this micro-batch belongs to will be logged (or is the first)."""
+        every = max(int(self.state.logging_steps or 1), 1)
+        return self.state.global_step == 0 or (self.state.global_step + 1) % every == 0
 
     def prediction_step(self, model, inputs, prediction_loss_only, ignore_keys=None):
         # The only thing to predict on held-out items is the loss; rankings come from evaluate().

@@ -44,3 +44,14 @@ def test_negative_margin_rejected():
 def test_embedding_spread_is_zero_for_collapsed_and_half_for_orthogonal():
     assert embedding_spread(torch.ones(4, 3)) == pytest.approx(0.0, abs=1e-3)
     assert embedding_spread(torch.eye(3)) == pytest.approx(0.5, abs=1e-4)
+
+
+def test_excluded_candidates_are_never_mined_and_empty_anchors_dropped():
+    titles = torch.tensor([_unit(0), _unit(90)])
+    descriptions = torch.tensor([_unit(30), _unit(150)])
+    loss = TripletLoss(margin=0.1, anchors="title")
+    # Anchor 0 (title 0) may not take title 1 (its hardest); anchor 1 loses every candidate.
+    excluded = torch.tensor([[False, True, False, False], [True, False, True, True]])
+    output = loss(titles, descriptions, excluded)
+    assert output.anchor_index.tolist() == [0]
+    assert output.negative_index.tolist() == [3]  # description 1, the only candidate left
