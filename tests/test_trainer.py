@@ -39,7 +39,14 @@ def _loss_history(trainer, name):
 
 def test_triplet_loss_falls_and_terms_are_logged(tmp_path, tiny_model_path, tokenizer, wine_items):
     # Random negatives: hard ones make a randomly initialised encoder collapse (see the next test).
-    args = _config(tmp_path, num_train_epochs=10, mlm_weight=0.1, learning_rate=5e-3, mining="random")
+    args = _config(
+        tmp_path,
+        num_train_epochs=10,
+        mlm_weight=0.1,
+        mlm_probability=0.15,
+        learning_rate=5e-3,
+        mining="random",
+    )
     trainer = MetricBertTrainer(
         load_masked_lm(tiny_model_path), args, train_dataset=wine_items, processing_class=tokenizer
     )
@@ -63,8 +70,8 @@ def test_triplet_loss_falls_and_terms_are_logged(tmp_path, tiny_model_path, toke
 
 
 def test_collapse_is_detected_and_warned(tmp_path, tiny_model_path, tokenizer, wine_items, caplog):
-    # Hard negatives from a random start: the trivial solution (all embeddings equal, loss = margin).
-    args = _config(tmp_path, num_train_epochs=6, mlm_weight=0.0, mlm_probability=0.0, learning_rate=3e-3)
+    # Unfiltered hard negatives from a random start: the trivial solution (all embeddings equal, loss = margin).
+    args = _config(tmp_path, num_train_epochs=6, false_negative_filter=False, learning_rate=3e-3)
     trainer = MetricBertTrainer(
         load_masked_lm(tiny_model_path), args, train_dataset=wine_items, processing_class=tokenizer
     )
@@ -76,7 +83,7 @@ def test_collapse_is_detected_and_warned(tmp_path, tiny_model_path, tokenizer, w
 
 
 def test_loss_is_weighted_sum_of_terms(tmp_path, tiny_model_path, tokenizer, wine_items):
-    args = _config(tmp_path, triplet_weight=2.0, mlm_weight=0.5, learning_rate=0.0)
+    args = _config(tmp_path, triplet_weight=2.0, mlm_weight=0.5, mlm_probability=0.15, learning_rate=0.0)
     trainer = MetricBertTrainer(
         load_masked_lm(tiny_model_path), args, train_dataset=wine_items, processing_class=tokenizer
     )
@@ -86,7 +93,7 @@ def test_loss_is_weighted_sum_of_terms(tmp_path, tiny_model_path, tokenizer, win
 
 
 def test_text_columns_survive_remove_unused_columns(tmp_path, tiny_model_path, tokenizer, wine_items):
-    args = _config(tmp_path, remove_unused_columns=True, max_steps=1)
+    args = _config(tmp_path, remove_unused_columns=True, max_steps=1, mlm_weight=1.0, mlm_probability=0.15)
     trainer = MetricBertTrainer(
         load_masked_lm(tiny_model_path), args, train_dataset=wine_items, processing_class=tokenizer
     )
@@ -99,7 +106,7 @@ def test_gradient_accumulation_averages_micro_batches(tmp_path, tiny_model_path,
     torch.manual_seed(0)
     collator = MetricBertCollator(tokenizer, max_length=32)
     micro_batches = [collator(list(wine_items.select(range(start, start + 8)))) for start in (0, 8)]
-    args = _config(tmp_path, gradient_accumulation_steps=2)
+    args = _config(tmp_path, gradient_accumulation_steps=2, mlm_weight=1.0, mlm_probability=0.15)
     model = load_masked_lm(tiny_model_path, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
     trainer = MetricBertTrainer(model, args, train_dataset=wine_items, processing_class=tokenizer)
     trainer.current_gradient_accumulation_steps = 2
@@ -133,3 +140,25 @@ def test_saved_checkpoint_reloads_to_identical_embeddings(tmp_path, tiny_model_p
     trained = embed(trainer.model)
     torch.testing.assert_close(embed(AutoModel.from_pretrained(args.output_dir)), trained)
     torch.testing.assert_close(embed(AutoModelForMaskedLM.from_pretrained(args.output_dir)), trained)
+
+
+def test_false_negative_filter_never_mines_what_the_starting_model_ranks_above_the_positive(
+    tmp_path, tiny_model_path, tokenizer, wine_items
+):
+    args = _config(tmp_path, max_steps=3, false_negative_filter=True)
+    trainer = MetricBertTrainer(
+        load_masked_lm(tiny_model_path), args, train_dataset=wine_items, processing_class=tokenizer
+    )
+    trainer.train()
+    assert _loss_history(trainer, "guide_negative_closer_rate") == [0.0, 0.0, 0.0]
+    assert all(rate > 0 for rate in _loss_history(trainer, "filtered_candidate_rate"))
+
+    unfiltered = MetricBertTrainer(
+        load_masked_lm(tiny_model_path),
+        _config(tmp_path, max_steps=1, false_negative_filter=False),
+        train_dataset=wine_items,
+        processing_class=tokenizer,
+    )
+    unfiltered.train()
+    # Without the filter, hard mining picks exactly those suspects on a homogeneous catalog.
+    assert _loss_history(unfiltered, "guide_negative_closer_rate")[0] > 0.5

@@ -1,0 +1,262 @@
+"""The ``metricbert`` command: evaluate a model, list an item's neighbours, compare against baselines.
+
+    metricbert evaluate --model PATH --catalog CSV --annotations FILE [--scorer metric_inf] [--output JSON]
+    metricbert recommend --model PATH --catalog CSV --item ID [--top-k 10]
+    metricbert compare --catalog CSV --annotations FILE --baselines tfidf lda --models PATH [...]
+        [--sbert PATH ...] --output-dir DIR
+
+Model paths may be plain Hugging Face folders or sentence-transformers folders; ``NAME=PATH``
+names a model's rows in the tables. Everything is computed by the library's scorers, ranking and
+metrics, so these numbers are the ones the trainer logs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import transformers
+
+from metricbert_trainer.annotations import ON_UNMATCHED, AnnotationError, Annotations, load_annotations
+from metricbert_trainer.baselines import (
+    EncoderScorer,
+    LdaScorer,
+    Scorer,
+    SentenceTransformerScorer,
+    TfidfScorer,
+    load_encoder,
+)
+from metricbert_trainer.catalog import Catalog, CatalogError, load_catalog
+from metricbert_trainer.evaluation import evaluate_scorer
+from metricbert_trainer.ranking import CONCAT, METRIC_INF, catalog_views, mode_label, top_k
+
+logger = logging.getLogger("metricbert_trainer.cli")
+
+BASELINES = {
+    "tfidf": lambda args: TfidfScorer(),
+    "lda": lambda args: LdaScorer(num_topics=args.lda_topics),
+}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    # Loading an MLM checkpoint as a bare encoder reports its unused head at length; it is expected.
+    transformers.logging.set_verbosity_error()
+    try:
+        return args.command(args)
+    except (CatalogError, AnnotationError, FileNotFoundError, ValueError) as error:
+        print(f"metricbert {args.command_name}: error: {error}", file=sys.stderr)
+        return 1
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="metricbert", description="Evaluate and use MetricBERT recommenders.")
+    commands = parser.add_subparsers(dest="command_name", required=True)
+
+    catalog_options = argparse.ArgumentParser(add_help=False)
+    catalog_options.add_argument("--catalog", required=True, help="Catalog file (CSV, TSV, JSONL or Parquet).")
+    catalog_options.add_argument("--id-column", default="id", help="Column of unique item ids (default: id).")
+    catalog_options.add_argument("--text-columns", nargs="+", default=["title", "description"],
+                                 help="Text fields, title first (default: title description).")
+    catalog_options.add_argument("--batch-size", type=int, default=64, help="Encoding batch size.")
+    catalog_options.add_argument("--max-length", type=int, default=128, help="Tokens kept per text.")
+    catalog_options.add_argument("--device", default=None, help="Torch device (default: cuda when available).")
+
+    annotation_options = argparse.ArgumentParser(add_help=False)
+    annotation_options.add_argument("--annotations", required=True,
+                                    help="Annotated similar items: sommelier/proxy CSV or video-games JSON.")
+    annotation_options.add_argument("--on-unmatched", choices=ON_UNMATCHED, default="error",
+                                    help="Annotations naming no catalog item: fail (default) or drop with a warning.")
+    annotation_options.add_argument("--ks", type=int, nargs="+", default=[10, 100], help="Cut-offs of HR@k.")
+
+    model_options = argparse.ArgumentParser(add_help=False)
+    model_options.add_argument("--model", required=True, metavar="[NAME=]PATH",
+                               help="Hugging Face or sentence-transformers model folder.")
+    model_options.add_argument("--scorer", default=METRIC_INF,
+                               help=f"{METRIC_INF} (sum of per-field angular distances), {CONCAT} "
+                                    "(fields joined, the paper's Mean) or a field name.")
+    model_options.add_argument("--cache", default=None, help="An .npz to keep the catalog embeddings in and reuse.")
+
+    evaluate = commands.add_parser("evaluate", parents=[catalog_options, annotation_options, model_options],
+                                   help="Ranking metrics of one model on annotated similar items.")
+    evaluate.add_argument("--output", default=None, help="Write the metrics to this JSON file.")
+    evaluate.set_defaults(command=run_evaluate)
+
+    recommend = commands.add_parser("recommend", parents=[catalog_options, model_options],
+                                    help="The items most similar to one item.")
+    recommend.add_argument("--item", required=True, help="Id of the item to find neighbours for.")
+    recommend.add_argument("--top-k", type=int, default=10, help="How many neighbours to list.")
+    recommend.set_defaults(command=run_recommend)
+
+    compare = commands.add_parser("compare", parents=[catalog_options, annotation_options],
+                                  help="Baselines and models in one table, JSON file and bar chart.")
+    compare.add_argument("--baselines", nargs="*", choices=sorted(BASELINES), default=[], help="Baselines to run.")
+    compare.add_argument("--models", nargs="*", default=[], metavar="[NAME=]PATH",
+                         help="Hugging Face encoders (plain or sentence-transformers folders), mean-pooled.")
+    compare.add_argument("--sbert", nargs="*", default=[], metavar="[NAME=]PATH",
+                         help="sentence-transformers models, used with their own pooling.")
+    compare.add_argument("--modes", nargs="+", default=[CONCAT, METRIC_INF],
+                         help=f"Scoring modes of the models (default: {CONCAT} {METRIC_INF}).")
+    compare.add_argument("--lda-topics", type=int, default=50, help="Topics of the LDA baseline.")
+    compare.add_argument("--output-dir", required=True, help="Folder for results.md, results.json and results.png.")
+    compare.set_defaults(command=run_compare)
+    return parser
+
+
+def run_evaluate(args: argparse.Namespace) -> int:
+    catalog = _load_catalog(args)
+    annotations = load_annotations(args.annotations, catalog, on_unmatched=args.on_unmatched)
+    name, path = _name_and_path(args.model)
+    model, tokenizer = load_encoder(path, device=args.device)
+    scorer = EncoderScorer(model, tokenizer, mode=args.scorer, name=f"{name} ({mode_label(args.scorer)})",
+                           batch_size=args.batch_size, max_length=args.max_length, cache_path=args.cache,
+                           show_progress=True)
+    metrics = evaluate_scorer(scorer, catalog, annotations, ks=args.ks)
+    print(markdown_table([(scorer.name, metrics)], args.ks))
+    if args.output:
+        report = _report_header(args, catalog, annotations) | {"model": path, "scorer": args.scorer, "metrics": metrics}
+        _write_json(Path(args.output), report)
+    return 0
+
+
+def run_recommend(args: argparse.Namespace) -> int:
+    catalog = _load_catalog(args)
+    try:
+        item = catalog.ids.index(args.item)
+    except ValueError:
+        raise ValueError(f"No item with id {args.item!r} in {catalog.source} (ids come from the "
+                         f"{args.id_column!r} column; items with an empty text field are skipped).") from None
+    model, tokenizer = load_encoder(_name_and_path(args.model)[1], device=args.device)
+    scorer = EncoderScorer(model, tokenizer, mode=args.scorer, batch_size=args.batch_size,
+                           max_length=args.max_length, cache_path=args.cache, show_progress=True)
+    neighbours = top_k(scorer.item_vectors(catalog), scorer.distance, args.top_k, queries=[item])
+    titles, ids = catalog.display_titles, catalog.ids
+    print(f"Most similar to {titles[item]} (id {ids[item]}), by {mode_label(args.scorer)}:\n")
+    print("| Rank | Id | Title | Distance |\n|---:|---|---|---:|")
+    for rank, (index, distance) in enumerate(zip(neighbours.indices[0], neighbours.distances[0], strict=True), 1):
+        print(f"| {rank} | {ids[index]} | {_cell(titles[index])} | {distance:.4f} |")
+    return 0
+
+
+def run_compare(args: argparse.Namespace) -> int:
+    catalog = _load_catalog(args)
+    for mode in args.modes:
+        catalog_views(catalog, mode)  # fail on a bad mode before hours of encoding
+    annotations = load_annotations(args.annotations, catalog, on_unmatched=args.on_unmatched)
+    if not (args.baselines or args.models or args.sbert):
+        raise ValueError("Nothing to compare: give --baselines, --models and/or --sbert.")
+    rows = []
+    for name in args.baselines:
+        rows.append(_timed_evaluation(BASELINES[name](args), catalog, annotations, args.ks))
+    for spec in args.models:
+        name, path = _name_and_path(spec)
+        model, tokenizer = load_encoder(path, device=args.device)
+        for mode in args.modes:
+            scorer = EncoderScorer(model, tokenizer, mode=mode, name=f"{name} ({mode_label(mode)})",
+                                   batch_size=args.batch_size, max_length=args.max_length, show_progress=True)
+            rows.append(_timed_evaluation(scorer, catalog, annotations, args.ks) | {"model": path})
+        del model
+    for spec in args.sbert:
+        name, path = _name_and_path(spec)
+        for mode in args.modes:
+            scorer = SentenceTransformerScorer(path, mode=mode, name=f"SBERT {name} ({mode_label(mode)})",
+                                               batch_size=args.batch_size, device=args.device, show_progress=True)
+            rows.append(_timed_evaluation(scorer, catalog, annotations, args.ks) | {"model": path})
+
+    output_dir = Path(args.output_dir)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    table = markdown_table([(row["name"], row["metrics"]) for row in rows], args.ks)
+    print(table)
+    (output_dir / "results.md").write_text(table + "\n", encoding="utf-8")
+    _write_json(output_dir / "results.json", _report_header(args, catalog, annotations) | {"results": rows})
+    plot_comparison(rows, args.ks, output_dir / "results.png",
+                    title=f"{Path(args.catalog).name}: {annotations.num_pairs} pairs, {len(annotations.seeds)} seeds")
+    logger.info("Wrote results.md, results.json and results.png to %s.", output_dir)
+    return 0
+
+
+def markdown_table(rows: Sequence[tuple[str, dict[str, float]]], ks: Sequence[int]) -> str:
+    """Filtered then raw metrics, one row per scorer, to one decimal."""
+    names = ["mpr", "mrr", *(f"hr@{k}" for k in ks)]
+    headers = [_metric_label(name) for name in names] + [f"raw {_metric_label(name)}" for name in names]
+    lines = ["| Scorer | " + " | ".join(headers) + " |", "|---|" + "---:|" * len(headers)]
+    for label, metrics in rows:
+        values = [metrics[name] for name in names] + [metrics[f"raw_{name}"] for name in names]
+        lines.append(f"| {_cell(label)} | " + " | ".join(f"{value:.1f}" for value in values) + " |")
+    return "\n".join(lines)
+
+
+def plot_comparison(rows: Sequence[dict], ks: Sequence[int], path: Path, *, title: str) -> None:
+    """One panel per metric, a filtered (solid) and a raw (hatched) bar per scorer."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    names = ["mpr", "mrr", *(f"hr@{k}" for k in ks)]
+    labels = [row["name"] for row in rows]
+    positions = np.arange(len(rows))
+    figure, axes = plt.subplots(1, len(names), figsize=(3.2 * len(names), 4.5), squeeze=False)
+    for axis, name in zip(axes[0], names, strict=True):
+        axis.bar(positions - 0.2, [row["metrics"][name] for row in rows], width=0.4, label="filtered")
+        axis.bar(positions + 0.2, [row["metrics"][f"raw_{name}"] for row in rows], width=0.4, hatch="//",
+                 fill=False, label="raw")
+        axis.set_title(f"{_metric_label(name)} (%)")
+        axis.set_xticks(positions, labels, rotation=45, ha="right", fontsize=8)
+    figure.suptitle(title)
+    figure.legend(*axes[0][0].get_legend_handles_labels(), loc="upper right", ncols=2, fontsize=8)
+    figure.tight_layout(rect=(0, 0, 1, 0.94))
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+
+
+def _timed_evaluation(scorer: Scorer, catalog: Catalog, annotations: Annotations, ks: Sequence[int]) -> dict:
+    logger.info("Evaluating %s.", scorer.name)
+    start = time.perf_counter()
+    metrics = evaluate_scorer(scorer, catalog, annotations, ks=ks)
+    return {"name": scorer.name, "metrics": metrics, "seconds": round(time.perf_counter() - start, 2)}
+
+
+def _load_catalog(args: argparse.Namespace) -> Catalog:
+    id_column = args.id_column or None  # --id-column "" numbers the rows
+    return load_catalog(args.catalog, id_column=id_column, text_columns=args.text_columns)
+
+
+def _name_and_path(spec: str) -> tuple[str, str]:
+    """``NAME=PATH`` or ``PATH`` (named after its folder)."""
+    name, separator, path = spec.partition("=")
+    if separator and name and "/" not in name:
+        return name, path
+    return Path(spec).name, spec
+
+
+def _report_header(args: argparse.Namespace, catalog: Catalog, annotations: Annotations) -> dict:
+    return {"catalog": args.catalog, "text_columns": list(catalog.fields), "num_items": len(catalog),
+            "annotations": args.annotations, "num_seeds": len(annotations.seeds), "num_pairs": annotations.num_pairs,
+            "ks": list(args.ks), "max_length": args.max_length,
+            "metric_definitions": "filtered: mpr, mrr, hr@k; raw: raw_*; percent; see docs/evaluation.md"}
+
+
+def _write_json(path: Path, content: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(content, indent=2) + "\n", encoding="utf-8")
+    logger.info("Wrote %s.", path)
+
+
+def _metric_label(name: str) -> str:
+    return name.upper()  # mpr -> MPR, hr@10 -> HR@10
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
