@@ -78,15 +78,23 @@ class MetricBertTrainer(Trainer):
             "train": defaultdict(list),
             "eval": defaultdict(list),
         }
-        super().__init__(
-            model=model,
-            args=args,
-            train_dataset=train_dataset,
-            eval_dataset=eval_dataset,
-            processing_class=processing_class,
-            data_collator=data_collator,
-            **kwargs,
-        )
+        # The base class refuses an eval_strategy without an eval_dataset; ranking evaluation needs
+        # none (it ranks the catalog), so the check is skipped for the duration of its __init__.
+        eval_strategy = args.eval_strategy
+        if ranking_evaluator is not None and eval_dataset is None:
+            args.eval_strategy = "no"
+        try:
+            super().__init__(
+                model=model,
+                args=args,
+                train_dataset=train_dataset,
+                eval_dataset=eval_dataset,
+                processing_class=processing_class,
+                data_collator=data_collator,
+                **kwargs,
+            )
+        finally:
+            args.eval_strategy = eval_strategy
 
     def _set_signature_columns_if_needed(self) -> None:
         # The model's forward does not name the text columns; keep them for the collator.

@@ -162,3 +162,42 @@ def test_false_negative_filter_never_mines_what_the_starting_model_ranks_above_t
     unfiltered.train()
     # Without the filter, hard mining picks exactly those suspects on a homogeneous catalog.
     assert _loss_history(unfiltered, "guide_negative_closer_rate")[0] > 0.5
+
+
+def test_ranking_metrics_drive_best_model_and_early_stopping(
+    tmp_path, tiny_model_path, tokenizer, wine_items
+):
+    from transformers import EarlyStoppingCallback
+
+    from metricbert_trainer.annotations import Annotations
+    from metricbert_trainer.catalog import load_catalog
+    from metricbert_trainer.evaluation import RankingEvaluator
+
+    catalog = load_catalog(wine_items)
+    annotations = Annotations({0: (1, 2, 3), 10: (11, 12), 20: (21, 22, 23)}, source="hand-made")
+    args = _config(
+        tmp_path,
+        num_train_epochs=20,
+        eval_strategy="steps",
+        eval_steps=1,
+        save_strategy="steps",
+        save_steps=1,
+        metric_for_best_model="mpr",
+        greater_is_better=True,
+        load_best_model_at_end=True,
+        learning_rate=0.0,  # nothing changes, so the metric never improves and training stops early
+    )
+    trainer = MetricBertTrainer(
+        load_masked_lm(tiny_model_path),
+        args,
+        train_dataset=wine_items,
+        processing_class=tokenizer,
+        ranking_evaluator=RankingEvaluator(catalog, annotations, max_length=32),
+        callbacks=[EarlyStoppingCallback(early_stopping_patience=2)],
+    )
+    trainer.train()
+    evaluations = [entry for entry in trainer.state.log_history if "eval_mpr" in entry]
+    assert {"eval_mrr", "eval_hr@10", "eval_hr@100", "eval_raw_mpr"} <= set(evaluations[0])
+    assert trainer.state.global_step == 3  # stopped after 2 evaluations without improvement
+    assert trainer.state.best_metric == evaluations[0]["eval_mpr"]
+    assert trainer.state.best_model_checkpoint.endswith("checkpoint-1")
