@@ -165,7 +165,7 @@ def main() -> None:
             note = f"{items} items, {results[0]['threads']} threads"
             if task.startswith("encode"):
                 rate = items / statistics.median(result["seconds"] for result in results)
-                note += f", {rate:.1f} items/s (title and description each)"
+                note += f", {rate:.1f} items/s (both fields of each item)"
             print(summary(task, results, note), flush=True)
     print(f"load average after: {os.getloadavg()[0]:.2f}")
 

@@ -164,8 +164,9 @@ def run_compare(args: argparse.Namespace) -> int:
         del model
     for spec in args.sbert:
         name, path = _name_and_path(spec)
+        label = name if name.upper().startswith("SBERT") else f"SBERT {name}"  # rows say which pipeline
         for mode in args.modes:
-            scorer = SentenceTransformerScorer(path, mode=mode, name=f"SBERT {name} ({mode_label(mode)})",
+            scorer = SentenceTransformerScorer(path, mode=mode, name=f"{label} ({mode_label(mode)})",
                                                batch_size=args.batch_size, device=args.device, show_progress=True)
             rows.append(_timed_evaluation(scorer, catalog, annotations, args.ks) | {"model": path})
 
