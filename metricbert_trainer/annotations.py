@@ -97,7 +97,9 @@ def load_annotations(path: str | Path, catalog: Catalog, *, on_unmatched: str = 
     elif suffix in (".csv", ".tsv"):
         pairs = _read_csv(path, sep="\t" if suffix == ".tsv" else ",")
     else:
-        raise AnnotationError(f"{path}: unsupported annotation format {path.suffix!r}; use .csv, .tsv or .json.")
+        raise AnnotationError(
+            f"{path}: unsupported annotation format {path.suffix!r}; use .csv, .tsv or .json."
+        )
     return match_annotations(pairs, catalog, source=str(path), on_unmatched=on_unmatched)
 
 
@@ -129,7 +131,9 @@ def match_annotations(
             similar.setdefault(seed, {})[item] = None
 
     if unmatched:
-        listing = "; ".join(f"{name} ({where})" for name, where in list(unmatched.items())[:_LISTED_UNMATCHED])
+        listing = "; ".join(
+            f"{name} ({where})" for name, where in list(unmatched.items())[:_LISTED_UNMATCHED]
+        )
         if len(unmatched) > _LISTED_UNMATCHED:
             listing += f"; and {len(unmatched) - _LISTED_UNMATCHED} more"
         if on_unmatched == "error":
@@ -140,16 +144,30 @@ def match_annotations(
                 "(--id-column/--text-columns) name its id and title, or pass on_unmatched='warn' "
                 "(--on-unmatched warn) to drop these pairs."
             )
-        logger.warning("%s: dropped %d of %d annotation pairs whose seed or item is not in the catalog "
-                       "(%d unmatched: %s).", source, dropped, total, len(unmatched), listing)
+        logger.warning(
+            "%s: dropped %d of %d annotation pairs whose seed or item is not in the catalog "
+            "(%d unmatched: %s).",
+            source,
+            dropped,
+            total,
+            len(unmatched),
+            listing,
+        )
     if self_pairs:
         logger.warning("%s: ignored %d pairs that annotate a seed as similar to itself.", source, self_pairs)
     if index.ambiguous:
         examples = ", ".join(repr(title) for title in sorted(index.ambiguous)[:5])
-        logger.warning("%s: %d annotated titles name several catalog items (e.g. %s); the first item is used. "
-                       "Annotate by id to avoid this.", source, len(index.ambiguous), examples)
+        logger.warning(
+            "%s: %d annotated titles name several catalog items (e.g. %s); the first item is used. "
+            "Annotate by id to avoid this.",
+            source,
+            len(index.ambiguous),
+            examples,
+        )
     if not similar:
-        raise AnnotationError(f"{source}: none of its {total} pairs can be used with the catalog {catalog.source}.")
+        raise AnnotationError(
+            f"{source}: none of its {total} pairs can be used with the catalog {catalog.source}."
+        )
     return Annotations(similar={seed: tuple(items) for seed, items in similar.items()}, source=source)
 
 
@@ -186,7 +204,9 @@ def _read_csv(path: Path, sep: str) -> list[tuple[ItemReference, ItemReference]]
     try:
         frame = pd.read_csv(path, sep=sep, dtype=str, keep_default_na=False, na_values=[""], encoding="utf-8")
     except UnicodeDecodeError as error:
-        raise AnnotationError(f"{path}: not valid UTF-8 ({error.reason}); re-encode the file as UTF-8.") from error
+        raise AnnotationError(
+            f"{path}: not valid UTF-8 ({error.reason}); re-encode the file as UTF-8."
+        ) from error
     except (ValueError, pd.errors.ParserError) as error:
         raise AnnotationError(f"{path}: cannot be parsed as CSV: {error}") from error
     frame = frame.apply(lambda column: column.str.strip()).replace("", None)
@@ -206,12 +226,16 @@ def _read_csv(path: Path, sep: str) -> list[tuple[ItemReference, ItemReference]]
     def column(whose: str, what: str) -> str | None:
         return roles.get((whose, what))
 
-    seed_columns = [name for name in (column("seed", "id"), column("seed", "url"), column("seed", "title")) if name]
+    seed_columns = [
+        name for name in (column("seed", "id"), column("seed", "url"), column("seed", "title")) if name
+    ]
     # The sommelier file fills a seed's cells on its first row only: carry each seed down to the
     # rows below it, as a whole, so that no row mixes two seeds' cells.
     starts = frame[seed_columns].notna().any(axis=1)
     if len(frame) and not starts.iloc[0]:
-        raise AnnotationError(f"{path}: line 2 names no seed, so its rows belong to no seed; fill {seed_columns}.")
+        raise AnnotationError(
+            f"{path}: line 2 names no seed, so its rows belong to no seed; fill {seed_columns}."
+        )
     group = starts.cumsum()
     seeds = frame.loc[starts, seed_columns].set_axis(group[starts].to_numpy())
     frame[seed_columns] = seeds.loc[group.to_numpy()].to_numpy()
@@ -220,15 +244,23 @@ def _read_csv(path: Path, sep: str) -> list[tuple[ItemReference, ItemReference]]
     for position, row in enumerate(frame.itertuples(index=False)):
         values = dict(zip(frame.columns, row, strict=True))
         where = f"line {position + 2}"  # header line and 1-based lines
-        seed = _reference(values, column("seed", "id") or column("seed", "url"), column("seed", "title"), where)
-        item = _reference(values, column("recommended", "id") or column("recommended", "url"),
-                          column("recommended", "title"), where)
+        seed = _reference(
+            values, column("seed", "id") or column("seed", "url"), column("seed", "title"), where
+        )
+        item = _reference(
+            values,
+            column("recommended", "id") or column("recommended", "url"),
+            column("recommended", "title"),
+            where,
+        )
         if item is not None:  # a seed row without a recommendation
             pairs.append((seed, item))
     return pairs
 
 
-def _reference(values: dict, id_column: str | None, title_column: str | None, where: str) -> ItemReference | None:
+def _reference(
+    values: dict, id_column: str | None, title_column: str | None, where: str
+) -> ItemReference | None:
     item_id = values[id_column] if id_column else None
     title = values[title_column] if title_column else None
     item_id, title = (value if isinstance(value, str) else None for value in (item_id, title))
@@ -243,8 +275,10 @@ def _read_json(path: Path) -> list[tuple[ItemReference, ItemReference]]:
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
         raise AnnotationError(f"{path}: not valid UTF-8 JSON ({error}).") from error
     if not isinstance(content, dict):
-        raise AnnotationError(f"{path}: expected an object {{seed_title: {{similar_title: 1, ...}}}}; "
-                              f"got a {type(content).__name__}.")
+        raise AnnotationError(
+            f"{path}: expected an object {{seed_title: {{similar_title: 1, ...}}}}; "
+            f"got a {type(content).__name__}."
+        )
     pairs = []
     for seed_title, similar in content.items():
         where = f"seed {seed_title!r}"
@@ -254,8 +288,10 @@ def _read_json(path: Path) -> list[tuple[ItemReference, ItemReference]]:
         elif isinstance(similar, list) and all(isinstance(title, str) for title in similar):
             titles = similar
         else:
-            raise AnnotationError(f"{path}: the entry of {where} must map similar titles to 1, or list them; "
-                                  f"got {type(similar).__name__}.")
+            raise AnnotationError(
+                f"{path}: the entry of {where} must map similar titles to 1, or list them; "
+                f"got {type(similar).__name__}."
+            )
         seed = ItemReference(id=None, title=seed_title, where=where)
         pairs.extend((seed, ItemReference(id=None, title=title, where=where)) for title in titles)
     return pairs

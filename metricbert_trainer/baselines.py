@@ -66,9 +66,12 @@ class TfidfScorer(Scorer):
     min_df: int = 1
 
     def item_vectors(self, catalog: Catalog) -> dict[str, Matrix]:
-        return {view: TfidfVectorizer(stop_words=self.stop_words, sublinear_tf=self.sublinear_tf,
-                                      min_df=self.min_df).fit_transform(texts)
-                for view, texts in catalog_views(catalog, self.mode).items()}
+        return {
+            view: TfidfVectorizer(
+                stop_words=self.stop_words, sublinear_tf=self.sublinear_tf, min_df=self.min_df
+            ).fit_transform(texts)
+            for view, texts in catalog_views(catalog, self.mode).items()
+        }
 
 
 @dataclass
@@ -93,9 +96,15 @@ class LdaScorer(Scorer):
     def item_vectors(self, catalog: Catalog) -> dict[str, Matrix]:
         vectors = {}
         for view, texts in catalog_views(catalog, self.mode).items():
-            counts = CountVectorizer(stop_words=self.stop_words, min_df=self.min_df, max_df=self.max_df).fit_transform(texts)
-            lda = LatentDirichletAllocation(n_components=self.num_topics, max_iter=self.max_iter,
-                                            learning_method="batch", random_state=self.seed)
+            counts = CountVectorizer(
+                stop_words=self.stop_words, min_df=self.min_df, max_df=self.max_df
+            ).fit_transform(texts)
+            lda = LatentDirichletAllocation(
+                n_components=self.num_topics,
+                max_iter=self.max_iter,
+                learning_method="batch",
+                random_state=self.seed,
+            )
             vectors[view] = lda.fit_transform(counts)
         return vectors
 
@@ -118,9 +127,16 @@ class EncoderScorer(Scorer):
     show_progress: bool = False
 
     def item_vectors(self, catalog: Catalog) -> dict[str, Matrix]:
-        return encode_catalog(self.model, self.tokenizer, catalog, mode=self.mode, batch_size=self.batch_size,
-                              max_length=self.max_length, cache_path=self.cache_path,
-                              show_progress=self.show_progress)
+        return encode_catalog(
+            self.model,
+            self.tokenizer,
+            catalog,
+            mode=self.mode,
+            batch_size=self.batch_size,
+            max_length=self.max_length,
+            cache_path=self.cache_path,
+            show_progress=self.show_progress,
+        )
 
 
 @dataclass
@@ -142,12 +158,16 @@ class SentenceTransformerScorer(Scorer):
         try:
             from sentence_transformers import SentenceTransformer
         except ImportError as error:
-            raise ImportError("SBERT scoring needs sentence-transformers: "
-                              "pip install 'metricbert-trainer[st]'.") from error
+            raise ImportError(
+                "SBERT scoring needs sentence-transformers: pip install 'metricbert-trainer[st]'."
+            ) from error
         model = SentenceTransformer(str(self.model_path), device=self.device)
-        return {view: model.encode(texts, batch_size=self.batch_size, convert_to_numpy=True,
-                                   show_progress_bar=self.show_progress)
-                for view, texts in catalog_views(catalog, self.mode).items()}
+        return {
+            view: model.encode(
+                texts, batch_size=self.batch_size, convert_to_numpy=True, show_progress_bar=self.show_progress
+            )
+            for view, texts in catalog_views(catalog, self.mode).items()
+        }
 
 
 def is_sentence_transformers_folder(path: str | Path) -> bool:
@@ -155,7 +175,9 @@ def is_sentence_transformers_folder(path: str | Path) -> bool:
     return (Path(path) / "modules.json").is_file()
 
 
-def load_encoder(path: str | Path, *, device: str | torch.device | None = None) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+def load_encoder(
+    path: str | Path, *, device: str | torch.device | None = None
+) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     """Loads the encoder and tokenizer of a Hugging Face folder or a sentence-transformers folder.
 
     A sentence-transformers folder keeps its transformer in the folder named by the
@@ -170,7 +192,9 @@ def load_encoder(path: str | Path, *, device: str | torch.device | None = None) 
         modules = json.loads((path / "modules.json").read_text(encoding="utf-8"))
         transformer = [module for module in modules if module.get("type", "").endswith(".Transformer")]
         if not transformer:
-            raise ValueError(f"{path / 'modules.json'} lists no Transformer module; pass the folder of the encoder itself.")
+            raise ValueError(
+                f"{path / 'modules.json'} lists no Transformer module; pass the folder of the encoder itself."
+            )
         folder = path / transformer[0].get("path", "")
     tokenizer = AutoTokenizer.from_pretrained(folder)
     model = AutoModel.from_pretrained(folder)

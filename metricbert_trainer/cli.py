@@ -56,55 +56,106 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="metricbert", description="Evaluate and use MetricBERT recommenders.")
+    parser = argparse.ArgumentParser(
+        prog="metricbert", description="Evaluate and use MetricBERT recommenders."
+    )
     commands = parser.add_subparsers(dest="command_name", required=True)
 
     catalog_options = argparse.ArgumentParser(add_help=False)
-    catalog_options.add_argument("--catalog", required=True, help="Catalog file (CSV, TSV, JSONL or Parquet).")
+    catalog_options.add_argument(
+        "--catalog", required=True, help="Catalog file (CSV, TSV, JSONL or Parquet)."
+    )
     catalog_options.add_argument("--id-column", default="id", help="Column of unique item ids (default: id).")
-    catalog_options.add_argument("--text-columns", nargs="+", default=["title", "description"],
-                                 help="Text fields, title first (default: title description).")
+    catalog_options.add_argument(
+        "--text-columns",
+        nargs="+",
+        default=["title", "description"],
+        help="Text fields, title first (default: title description).",
+    )
     catalog_options.add_argument("--batch-size", type=int, default=64, help="Encoding batch size.")
     catalog_options.add_argument("--max-length", type=int, default=128, help="Tokens kept per text.")
-    catalog_options.add_argument("--device", default=None, help="Torch device (default: cuda when available).")
+    catalog_options.add_argument(
+        "--device", default=None, help="Torch device (default: cuda when available)."
+    )
 
     annotation_options = argparse.ArgumentParser(add_help=False)
-    annotation_options.add_argument("--annotations", required=True,
-                                    help="Annotated similar items: sommelier/proxy CSV or video-games JSON.")
-    annotation_options.add_argument("--on-unmatched", choices=ON_UNMATCHED, default="error",
-                                    help="Annotations naming no catalog item: fail (default) or drop with a warning.")
+    annotation_options.add_argument(
+        "--annotations",
+        required=True,
+        help="Annotated similar items: sommelier/proxy CSV or video-games JSON.",
+    )
+    annotation_options.add_argument(
+        "--on-unmatched",
+        choices=ON_UNMATCHED,
+        default="error",
+        help="Annotations naming no catalog item: fail (default) or drop with a warning.",
+    )
     annotation_options.add_argument("--ks", type=int, nargs="+", default=[10, 100], help="Cut-offs of HR@k.")
 
     model_options = argparse.ArgumentParser(add_help=False)
-    model_options.add_argument("--model", required=True, metavar="[NAME=]PATH",
-                               help="Hugging Face or sentence-transformers model folder.")
-    model_options.add_argument("--scorer", default=METRIC_INF,
-                               help=f"{METRIC_INF} (sum of per-field angular distances), {CONCAT} "
-                                    "(fields joined, the paper's Mean) or a field name.")
-    model_options.add_argument("--cache", default=None, help="An .npz to keep the catalog embeddings in and reuse.")
+    model_options.add_argument(
+        "--model",
+        required=True,
+        metavar="[NAME=]PATH",
+        help="Hugging Face or sentence-transformers model folder.",
+    )
+    model_options.add_argument(
+        "--scorer",
+        default=METRIC_INF,
+        help=f"{METRIC_INF} (sum of per-field angular distances), {CONCAT} "
+        "(fields joined, the paper's Mean) or a field name.",
+    )
+    model_options.add_argument(
+        "--cache", default=None, help="An .npz to keep the catalog embeddings in and reuse."
+    )
 
-    evaluate = commands.add_parser("evaluate", parents=[catalog_options, annotation_options, model_options],
-                                   help="Ranking metrics of one model on annotated similar items.")
+    evaluate = commands.add_parser(
+        "evaluate",
+        parents=[catalog_options, annotation_options, model_options],
+        help="Ranking metrics of one model on annotated similar items.",
+    )
     evaluate.add_argument("--output", default=None, help="Write the metrics to this JSON file.")
     evaluate.set_defaults(command=run_evaluate)
 
-    recommend = commands.add_parser("recommend", parents=[catalog_options, model_options],
-                                    help="The items most similar to one item.")
+    recommend = commands.add_parser(
+        "recommend", parents=[catalog_options, model_options], help="The items most similar to one item."
+    )
     recommend.add_argument("--item", required=True, help="Id of the item to find neighbours for.")
     recommend.add_argument("--top-k", type=int, default=10, help="How many neighbours to list.")
     recommend.set_defaults(command=run_recommend)
 
-    compare = commands.add_parser("compare", parents=[catalog_options, annotation_options],
-                                  help="Baselines and models in one table, JSON file and bar chart.")
-    compare.add_argument("--baselines", nargs="*", choices=sorted(BASELINES), default=[], help="Baselines to run.")
-    compare.add_argument("--models", nargs="*", default=[], metavar="[NAME=]PATH",
-                         help="Hugging Face encoders (plain or sentence-transformers folders), mean-pooled.")
-    compare.add_argument("--sbert", nargs="*", default=[], metavar="[NAME=]PATH",
-                         help="sentence-transformers models, used with their own pooling.")
-    compare.add_argument("--modes", nargs="+", default=[CONCAT, METRIC_INF],
-                         help=f"Scoring modes of the models (default: {CONCAT} {METRIC_INF}).")
+    compare = commands.add_parser(
+        "compare",
+        parents=[catalog_options, annotation_options],
+        help="Baselines and models in one table, JSON file and bar chart.",
+    )
+    compare.add_argument(
+        "--baselines", nargs="*", choices=sorted(BASELINES), default=[], help="Baselines to run."
+    )
+    compare.add_argument(
+        "--models",
+        nargs="*",
+        default=[],
+        metavar="[NAME=]PATH",
+        help="Hugging Face encoders (plain or sentence-transformers folders), mean-pooled.",
+    )
+    compare.add_argument(
+        "--sbert",
+        nargs="*",
+        default=[],
+        metavar="[NAME=]PATH",
+        help="sentence-transformers models, used with their own pooling.",
+    )
+    compare.add_argument(
+        "--modes",
+        nargs="+",
+        default=[CONCAT, METRIC_INF],
+        help=f"Scoring modes of the models (default: {CONCAT} {METRIC_INF}).",
+    )
     compare.add_argument("--lda-topics", type=int, default=50, help="Topics of the LDA baseline.")
-    compare.add_argument("--output-dir", required=True, help="Folder for results.md, results.json and results.png.")
+    compare.add_argument(
+        "--output-dir", required=True, help="Folder for results.md, results.json and results.png."
+    )
     compare.set_defaults(command=run_compare)
     return parser
 
@@ -114,13 +165,24 @@ def run_evaluate(args: argparse.Namespace) -> int:
     annotations = load_annotations(args.annotations, catalog, on_unmatched=args.on_unmatched)
     name, path = _name_and_path(args.model)
     model, tokenizer = load_encoder(path, device=args.device)
-    scorer = EncoderScorer(model, tokenizer, mode=args.scorer, name=f"{name} ({mode_label(args.scorer)})",
-                           batch_size=args.batch_size, max_length=args.max_length, cache_path=args.cache,
-                           show_progress=True)
+    scorer = EncoderScorer(
+        model,
+        tokenizer,
+        mode=args.scorer,
+        name=f"{name} ({mode_label(args.scorer)})",
+        batch_size=args.batch_size,
+        max_length=args.max_length,
+        cache_path=args.cache,
+        show_progress=True,
+    )
     metrics = evaluate_scorer(scorer, catalog, annotations, ks=args.ks)
     print(markdown_table([(scorer.name, metrics)], args.ks))
     if args.output:
-        report = _report_header(args, catalog, annotations) | {"model": path, "scorer": args.scorer, "metrics": metrics}
+        report = _report_header(args, catalog, annotations) | {
+            "model": path,
+            "scorer": args.scorer,
+            "metrics": metrics,
+        }
         _write_json(Path(args.output), report)
     return 0
 
@@ -130,16 +192,27 @@ def run_recommend(args: argparse.Namespace) -> int:
     try:
         item = catalog.ids.index(args.item)
     except ValueError:
-        raise ValueError(f"No item with id {args.item!r} in {catalog.source} (ids come from the "
-                         f"{args.id_column!r} column; items with an empty text field are skipped).") from None
+        raise ValueError(
+            f"No item with id {args.item!r} in {catalog.source} (ids come from the "
+            f"{args.id_column!r} column; items with an empty text field are skipped)."
+        ) from None
     model, tokenizer = load_encoder(_name_and_path(args.model)[1], device=args.device)
-    scorer = EncoderScorer(model, tokenizer, mode=args.scorer, batch_size=args.batch_size,
-                           max_length=args.max_length, cache_path=args.cache, show_progress=True)
+    scorer = EncoderScorer(
+        model,
+        tokenizer,
+        mode=args.scorer,
+        batch_size=args.batch_size,
+        max_length=args.max_length,
+        cache_path=args.cache,
+        show_progress=True,
+    )
     neighbours = top_k(scorer.item_vectors(catalog), scorer.distance, args.top_k, queries=[item])
     titles, ids = catalog.display_titles, catalog.ids
     print(f"Most similar to {titles[item]} (id {ids[item]}), by {mode_label(args.scorer)}:\n")
     print("| Rank | Id | Title | Distance |\n|---:|---|---|---:|")
-    for rank, (index, distance) in enumerate(zip(neighbours.indices[0], neighbours.distances[0], strict=True), 1):
+    for rank, (index, distance) in enumerate(
+        zip(neighbours.indices[0], neighbours.distances[0], strict=True), 1
+    ):
         print(f"| {rank} | {ids[index]} | {_cell(titles[index])} | {distance:.4f} |")
     return 0
 
@@ -158,16 +231,29 @@ def run_compare(args: argparse.Namespace) -> int:
         name, path = _name_and_path(spec)
         model, tokenizer = load_encoder(path, device=args.device)
         for mode in args.modes:
-            scorer = EncoderScorer(model, tokenizer, mode=mode, name=f"{name} ({mode_label(mode)})",
-                                   batch_size=args.batch_size, max_length=args.max_length, show_progress=True)
+            scorer = EncoderScorer(
+                model,
+                tokenizer,
+                mode=mode,
+                name=f"{name} ({mode_label(mode)})",
+                batch_size=args.batch_size,
+                max_length=args.max_length,
+                show_progress=True,
+            )
             rows.append(_timed_evaluation(scorer, catalog, annotations, args.ks) | {"model": path})
         del model
     for spec in args.sbert:
         name, path = _name_and_path(spec)
         label = name if name.upper().startswith("SBERT") else f"SBERT {name}"  # rows say which pipeline
         for mode in args.modes:
-            scorer = SentenceTransformerScorer(path, mode=mode, name=f"{label} ({mode_label(mode)})",
-                                               batch_size=args.batch_size, device=args.device, show_progress=True)
+            scorer = SentenceTransformerScorer(
+                path,
+                mode=mode,
+                name=f"{label} ({mode_label(mode)})",
+                batch_size=args.batch_size,
+                device=args.device,
+                show_progress=True,
+            )
             rows.append(_timed_evaluation(scorer, catalog, annotations, args.ks) | {"model": path})
 
     output_dir = Path(args.output_dir)
@@ -176,8 +262,12 @@ def run_compare(args: argparse.Namespace) -> int:
     print(table)
     (output_dir / "results.md").write_text(table + "\n", encoding="utf-8")
     _write_json(output_dir / "results.json", _report_header(args, catalog, annotations) | {"results": rows})
-    plot_comparison(rows, args.ks, output_dir / "results.png",
-                    title=f"{Path(args.catalog).name}: {annotations.num_pairs} pairs, {len(annotations.seeds)} seeds")
+    plot_comparison(
+        rows,
+        args.ks,
+        output_dir / "results.png",
+        title=f"{Path(args.catalog).name}: {annotations.num_pairs} pairs, {len(annotations.seeds)} seeds",
+    )
     logger.info("Wrote results.md, results.json and results.png to %s.", output_dir)
     return 0
 
@@ -207,8 +297,14 @@ def plot_comparison(rows: Sequence[dict], ks: Sequence[int], path: Path, *, titl
     figure, axes = plt.subplots(1, len(names), figsize=(3.2 * len(names), 4.5), squeeze=False)
     for axis, name in zip(axes[0], names, strict=True):
         axis.bar(positions - 0.2, [row["metrics"][name] for row in rows], width=0.4, label="filtered")
-        axis.bar(positions + 0.2, [row["metrics"][f"raw_{name}"] for row in rows], width=0.4, hatch="//",
-                 fill=False, label="raw")
+        axis.bar(
+            positions + 0.2,
+            [row["metrics"][f"raw_{name}"] for row in rows],
+            width=0.4,
+            hatch="//",
+            fill=False,
+            label="raw",
+        )
         axis.set_title(f"{_metric_label(name)} (%)")
         axis.set_xticks(positions, labels, rotation=45, ha="right", fontsize=8)
     figure.suptitle(title)
@@ -239,10 +335,17 @@ def _name_and_path(spec: str) -> tuple[str, str]:
 
 
 def _report_header(args: argparse.Namespace, catalog: Catalog, annotations: Annotations) -> dict:
-    return {"catalog": args.catalog, "text_columns": list(catalog.fields), "num_items": len(catalog),
-            "annotations": args.annotations, "num_seeds": len(annotations.seeds), "num_pairs": annotations.num_pairs,
-            "ks": list(args.ks), "max_length": args.max_length,
-            "metric_definitions": "filtered: mpr, mrr, hr@k; raw: raw_*; percent; see docs/evaluation.md"}
+    return {
+        "catalog": args.catalog,
+        "text_columns": list(catalog.fields),
+        "num_items": len(catalog),
+        "annotations": args.annotations,
+        "num_seeds": len(annotations.seeds),
+        "num_pairs": annotations.num_pairs,
+        "ks": list(args.ks),
+        "max_length": args.max_length,
+        "metric_definitions": "filtered: mpr, mrr, hr@k; raw: raw_*; percent; see docs/evaluation.md",
+    }
 
 
 def _write_json(path: Path, content: dict) -> None:

@@ -62,10 +62,17 @@ def encode_texts(
     model.eval()
     try:
         with torch.inference_mode(), _autocast(device):
-            for start in tqdm(range(0, len(texts), batch_size), desc="Encoding", unit="batch", disable=not show_progress):
+            for start in tqdm(
+                range(0, len(texts), batch_size), desc="Encoding", unit="batch", disable=not show_progress
+            ):
                 rows = order[start : start + batch_size]
-                batch = tokenizer([texts[i] for i in rows], padding=True, truncation=True, max_length=max_length,
-                                  return_tensors="pt").to(device)
+                batch = tokenizer(
+                    [texts[i] for i in rows],
+                    padding=True,
+                    truncation=True,
+                    max_length=max_length,
+                    return_tensors="pt",
+                ).to(device)
                 hidden = model.base_model(**batch).last_hidden_state
                 embeddings[rows] = mean_pool(hidden.float(), batch["attention_mask"]).cpu().numpy()
     finally:
@@ -95,22 +102,39 @@ def encode_catalog(
     """
     views = catalog_views(catalog, mode)
     if cache_path is None:
-        return {name: encode_texts(model, tokenizer, texts, batch_size=batch_size, max_length=max_length,
-                                   show_progress=show_progress) for name, texts in views.items()}
+        return {
+            name: encode_texts(
+                model,
+                tokenizer,
+                texts,
+                batch_size=batch_size,
+                max_length=max_length,
+                show_progress=show_progress,
+            )
+            for name, texts in views.items()
+        }
     cache_path = Path(cache_path)
     fingerprint = embedding_fingerprint(model, tokenizer, views, max_length=max_length)
     cached = _read_cache(cache_path, fingerprint, list(views))
     if cached is not None:
         logger.info("Reusing catalog embeddings from %s.", cache_path)
         return cached
-    embeddings = {name: encode_texts(model, tokenizer, texts, batch_size=batch_size, max_length=max_length,
-                                     show_progress=show_progress) for name, texts in views.items()}
+    embeddings = {
+        name: encode_texts(
+            model, tokenizer, texts, batch_size=batch_size, max_length=max_length, show_progress=show_progress
+        )
+        for name, texts in views.items()
+    }
     _write_cache(cache_path, fingerprint, embeddings)
     return embeddings
 
 
 def embedding_fingerprint(
-    model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, views: dict[str, list[str]], *, max_length: int
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    views: dict[str, list[str]],
+    *,
+    max_length: int,
 ) -> str:
     """A hex digest that changes whenever the embeddings of ``views`` could change."""
     digest = hashlib.blake2b(digest_size=20)
@@ -122,8 +146,11 @@ def embedding_fingerprint(
     add(CACHE_FORMAT)
     add(type(model.base_model).__name__)
     # Paths and versions do not change the output, so a moved or re-saved model keeps its cache.
-    config = {key: value for key, value in model.config.to_dict().items()
-              if not key.startswith("_") and key != "transformers_version"}
+    config = {
+        key: value
+        for key, value in model.config.to_dict().items()
+        if not key.startswith("_") and key != "transformers_version"
+    }
     add(json.dumps(config, sort_keys=True, default=str))
     for name, tensor in model.base_model.state_dict().items():
         # The pooler is unused by mean pooling, and AutoModel initialises it at random when loading
@@ -135,7 +162,11 @@ def embedding_fingerprint(
     backend = getattr(tokenizer, "backend_tokenizer", None)
     if backend is not None:
         # Padding and truncation hold the settings of the last call, not properties of the tokenizer.
-        settings = {key: value for key, value in json.loads(backend.to_str()).items() if key not in ("padding", "truncation")}
+        settings = {
+            key: value
+            for key, value in json.loads(backend.to_str()).items()
+            if key not in ("padding", "truncation")
+        }
         add(json.dumps(settings, sort_keys=True))
     else:
         add(json.dumps(tokenizer.get_vocab(), sort_keys=True))
@@ -168,7 +199,11 @@ def _write_cache(path: Path, fingerprint: str, embeddings: dict[str, np.ndarray]
     path.parent.mkdir(parents=True, exist_ok=True)
     # Write beside and rename, so an interrupted run never leaves a truncated cache behind.
     partial = path.with_name(path.name + ".partial.npz")
-    np.savez(partial, fingerprint=np.array(fingerprint), **{f"view:{name}": matrix for name, matrix in embeddings.items()})
+    np.savez(
+        partial,
+        fingerprint=np.array(fingerprint),
+        **{f"view:{name}": matrix for name, matrix in embeddings.items()},
+    )
     partial.replace(path)
     logger.info("Wrote catalog embeddings to %s.", path)
 

@@ -22,7 +22,11 @@ from metricbert_trainer.ranking import METRIC_INF, Matrix, catalog_views, distan
 
 
 def evaluate_vectors(
-    vectors: Mapping[str, Matrix], distance: Distance | str, annotations: Annotations, *, ks: Sequence[int] = (10, 100)
+    vectors: Mapping[str, Matrix],
+    distance: Distance | str,
+    annotations: Annotations,
+    *,
+    ks: Sequence[int] = (10, 100),
 ) -> dict[str, float]:
     """Filtered (``mpr``, ``mrr``, ``hr@k``) and raw (``raw_*``) metrics of ranking by ``vectors``."""
     seeds = annotations.seeds
@@ -59,11 +63,17 @@ class RankingEvaluator:
 
     def __post_init__(self) -> None:
         catalog_views(self.catalog, self.mode)  # an unknown mode fails here, not after training
-        largest = max(max(self.annotations.similar), *(max(items) for items in self.annotations.similar.values()))
+        largest = max(
+            max(self.annotations.similar), *(max(items) for items in self.annotations.similar.values())
+        )
         if largest >= len(self.catalog):
-            raise ValueError(f"The annotations {self.annotations.source} refer to items beyond the "
-                             f"{len(self.catalog)} of the catalog {self.catalog.source}; load them with this catalog.")
+            raise ValueError(
+                f"The annotations {self.annotations.source} refer to items beyond the "
+                f"{len(self.catalog)} of the catalog {self.catalog.source}; load them with this catalog."
+            )
 
     def __call__(self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> dict[str, float]:
-        scorer = EncoderScorer(model, tokenizer, mode=self.mode, batch_size=self.batch_size, max_length=self.max_length)
+        scorer = EncoderScorer(
+            model, tokenizer, mode=self.mode, batch_size=self.batch_size, max_length=self.max_length
+        )
         return evaluate_scorer(scorer, self.catalog, self.annotations, ks=self.ks)

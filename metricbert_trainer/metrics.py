@@ -37,11 +37,15 @@ class PairRanks:
 
     @staticmethod
     def concatenate(parts: Sequence[PairRanks]) -> PairRanks:
-        return PairRanks(ranks=np.concatenate([part.ranks for part in parts]),
-                         candidates=np.concatenate([part.candidates for part in parts]))
+        return PairRanks(
+            ranks=np.concatenate([part.ranks for part in parts]),
+            candidates=np.concatenate([part.candidates for part in parts]),
+        )
 
 
-def annotated_ranks(distances: np.ndarray, seed: int, annotated: Sequence[int]) -> tuple[PairRanks, PairRanks]:
+def annotated_ranks(
+    distances: np.ndarray, seed: int, annotated: Sequence[int]
+) -> tuple[PairRanks, PairRanks]:
     """The raw and filtered ranks of a seed's ``annotated`` items from its ``distances`` to every item.
 
     ``distances`` is one row ``[N]`` (lower is nearer); the seed's own entry is ignored.
@@ -51,7 +55,9 @@ def annotated_ranks(distances: np.ndarray, seed: int, annotated: Sequence[int]) 
     if np.isnan(distances).any():
         raise ValueError(f"The distances of seed {seed} contain NaN; check the item vectors.")
     if len(annotated) == 0 or len(np.unique(annotated)) != len(annotated) or (annotated == seed).any():
-        raise ValueError(f"Seed {seed} needs distinct annotated items other than itself; got {annotated.tolist()}.")
+        raise ValueError(
+            f"Seed {seed} needs distinct annotated items other than itself; got {annotated.tolist()}."
+        )
     num_items = len(distances)
     others = np.sort(np.delete(distances, seed))
     target = distances[annotated]
@@ -64,8 +70,10 @@ def annotated_ranks(distances: np.ndarray, seed: int, annotated: Sequence[int]) 
     tied_annotated = (target[None, :] == target[:, None]).sum(axis=1) - 1
     filtered = raw - nearer_annotated - tied_annotated / 2.0
     count = len(annotated)
-    return (PairRanks(raw, np.full(count, num_items - 1)),
-            PairRanks(filtered, np.full(count, num_items - count)))
+    return (
+        PairRanks(raw, np.full(count, num_items - 1)),
+        PairRanks(filtered, np.full(count, num_items - count)),
+    )
 
 
 def summarize(pairs: PairRanks, ks: Sequence[int] = (10, 100)) -> dict[str, float]:
@@ -94,13 +102,20 @@ def ranking_metrics(
     ``annotated[i]`` the indices of its annotated similar items.
     """
     if not (len(distance_rows) == len(seeds) == len(annotated)):
-        raise ValueError(f"Got {len(distance_rows)} distance rows for {len(seeds)} seeds and {len(annotated)} annotation lists.")
+        raise ValueError(
+            f"Got {len(distance_rows)} distance rows for {len(seeds)} seeds and {len(annotated)} annotation lists."
+        )
     if len(seeds) == 0:
         raise ValueError("No seeds to evaluate.")
     if any(k < 1 for k in ks):
         raise ValueError(f"Every k must be at least 1; got {list(ks)}.")
-    ranked = [annotated_ranks(row, seed, items) for row, seed, items in zip(distance_rows, seeds, annotated, strict=True)]
+    ranked = [
+        annotated_ranks(row, seed, items)
+        for row, seed, items in zip(distance_rows, seeds, annotated, strict=True)
+    ]
     raw, filtered = zip(*ranked, strict=True)
     metrics = summarize(PairRanks.concatenate(filtered), ks)
-    metrics.update({f"raw_{name}": value for name, value in summarize(PairRanks.concatenate(raw), ks).items()})
+    metrics.update(
+        {f"raw_{name}": value for name, value in summarize(PairRanks.concatenate(raw), ks).items()}
+    )
     return metrics

@@ -52,7 +52,9 @@ def catalog_views(catalog: Catalog, mode: str) -> dict[str, list[str]]:
         return {CONCAT: [" ".join(parts) for parts in zip(*columns, strict=True)]}
     if mode in catalog.fields:
         return {mode: catalog.texts(mode)}
-    raise ValueError(f"Unknown scoring mode {mode!r}; use {METRIC_INF!r}, {CONCAT!r} or a catalog field {list(catalog.fields)}.")
+    raise ValueError(
+        f"Unknown scoring mode {mode!r}; use {METRIC_INF!r}, {CONCAT!r} or a catalog field {list(catalog.fields)}."
+    )
 
 
 def mode_label(mode: str) -> str:
@@ -141,12 +143,16 @@ def _prepare(vectors: Mapping[str, Matrix], distance: Distance) -> list[torch.Te
     for name, matrix in vectors.items():
         if sparse.issparse(matrix):
             if distance is Distance.EUCLIDEAN:
-                raise ValueError(f"View {name!r} is sparse; the euclidean distance is only supported on dense vectors.")
+                raise ValueError(
+                    f"View {name!r} is sparse; the euclidean distance is only supported on dense vectors."
+                )
             views.append(normalize_rows(sparse.csr_matrix(matrix, dtype=np.float32)))
             continue
         tensor = torch.from_numpy(np.ascontiguousarray(matrix, dtype=np.float32))
         if tensor.ndim != 2:
-            raise ValueError(f"View {name!r} must be a 2-D [items, dims] matrix; got shape {tuple(tensor.shape)}.")
+            raise ValueError(
+                f"View {name!r} must be a 2-D [items, dims] matrix; got shape {tuple(tensor.shape)}."
+            )
         if not torch.isfinite(tensor).all():
             raise ValueError(f"View {name!r} holds NaN or infinite values; check the encoder's output.")
         views.append(tensor if distance is Distance.EUCLIDEAN else F.normalize(tensor, dim=-1, eps=1e-12))
@@ -161,7 +167,9 @@ def _check_rows(rows: np.ndarray, num_items: int) -> None:
     if rows.ndim != 1:
         raise ValueError("Query rows must be a 1-D sequence of item indices.")
     if len(rows) and (rows.min() < 0 or rows.max() >= num_items):
-        raise ValueError(f"Query rows must be item indices in [0, {num_items}); got {rows.min()}..{rows.max()}.")
+        raise ValueError(
+            f"Query rows must be item indices in [0, {num_items}); got {rows.min()}..{rows.max()}."
+        )
 
 
 def _blocks(num_rows: int, num_items: int) -> list[tuple[int, int]]:
@@ -261,9 +269,13 @@ def _faiss_top_k(
     try:
         import faiss
     except ImportError as error:
-        raise ImportError("The 'faiss' ranking backend needs faiss-cpu: pip install 'metricbert-trainer[faiss]'.") from error
+        raise ImportError(
+            "The 'faiss' ranking backend needs faiss-cpu: pip install 'metricbert-trainer[faiss]'."
+        ) from error
     if distance is Distance.EUCLIDEAN or any(not isinstance(view, torch.Tensor) for view in views):
-        raise ValueError("The 'faiss' backend ranks dense vectors by a cosine-based distance; use backend='exact'.")
+        raise ValueError(
+            "The 'faiss' backend ranks dense vectors by a cosine-based distance; use backend='exact'."
+        )
     exact_order = _orders_by_summed_cosine(distance, len(views))
     candidates = min(candidates or (k if exact_order else 4 * k), _num_items(views) - 1)
     if candidates < k:
@@ -275,7 +287,9 @@ def _faiss_top_k(
     if not index.is_trained:
         index.train(stacked)
     index.add(stacked)
-    scores, found = index.search(np.ascontiguousarray(stacked[queries]), candidates + 1)  # +1: the query itself
+    scores, found = index.search(
+        np.ascontiguousarray(stacked[queries]), candidates + 1
+    )  # +1: the query itself
     labels = np.maximum(found, 0)  # -1: an approximate index ran short; masked below
     per_view = [] if exact_order else [_flat_index(matrix) for matrix in matrices]
 
@@ -294,8 +308,10 @@ def _faiss_top_k(
         total[torch.from_numpy((found[start:stop] < 0) | (found[start:stop] == rows[:, None]))] = float("inf")
         best_distances, best = torch.topk(total, k, dim=1, largest=False, sorted=True)
         if torch.isinf(best_distances).any():
-            raise ValueError(f"The FAISS index {factory!r} returned fewer than k={k} neighbours for some items; "
-                             "raise faiss_candidates or use an exact index ('Flat').")
+            raise ValueError(
+                f"The FAISS index {factory!r} returned fewer than k={k} neighbours for some items; "
+                "raise faiss_candidates or use an exact index ('Flat')."
+            )
         indices[start:stop] = np.take_along_axis(labels[start:stop], best.numpy(), axis=1)
         distances[start:stop] = best_distances.numpy()
     return TopK(indices=indices, distances=distances)
@@ -319,6 +335,7 @@ def _candidate_cosines(flat, queries: np.ndarray, labels: np.ndarray) -> np.ndar
 
     queries, labels = np.ascontiguousarray(queries), np.ascontiguousarray(labels, dtype=np.int64)
     out = np.empty(labels.shape, dtype=np.float32)
-    flat.compute_distance_subset(len(queries), faiss.swig_ptr(queries), labels.shape[1], faiss.swig_ptr(out),
-                                 faiss.swig_ptr(labels))
+    flat.compute_distance_subset(
+        len(queries), faiss.swig_ptr(queries), labels.shape[1], faiss.swig_ptr(out), faiss.swig_ptr(labels)
+    )
     return out

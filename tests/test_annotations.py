@@ -12,10 +12,21 @@ from metricbert_trainer.catalog import load_catalog
 
 @pytest.fixture(scope="module")
 def games():
-    titles = ["Sam & Max Save the World", "Skull &amp; Bones (video game)", "Dead Island", "Dead Island:  Riptide",
-              "Dying Light", "Portal"]
-    frame = pd.DataFrame({"id": [f"g{i}" for i in range(len(titles))], "title": titles,
-                          "description": ["A game."] * len(titles)})
+    titles = [
+        "Sam & Max Save the World",
+        "Skull &amp; Bones (video game)",
+        "Dead Island",
+        "Dead Island:  Riptide",
+        "Dying Light",
+        "Portal",
+    ]
+    frame = pd.DataFrame(
+        {
+            "id": [f"g{i}" for i in range(len(titles))],
+            "title": titles,
+            "description": ["A game."] * len(titles),
+        }
+    )
     return load_catalog(frame)
 
 
@@ -35,10 +46,13 @@ def test_proxy_annotations_match_the_wine_catalog_by_id(wines_csv, wines_annotat
 
 
 def test_video_games_json_with_escaping_and_whitespace(games, tmp_path):
-    path = write_json(tmp_path / "gt.json", {
-        "Dead Island": {"Dead Island: Riptide": 1, " Dying   Light": 1, "Portal": 0},  # 0: not similar
-        "Sam &amp; Max Save the World": {"Skull & Bones (video game)": 1},
-    })
+    path = write_json(
+        tmp_path / "gt.json",
+        {
+            "Dead Island": {"Dead Island: Riptide": 1, " Dying   Light": 1, "Portal": 0},  # 0: not similar
+            "Sam &amp; Max Save the World": {"Skull & Bones (video game)": 1},
+        },
+    )
     annotations = load_annotations(path, games)
     assert annotations.similar == {2: (3, 4), 0: (1,)}
     assert annotations.source == str(path)
@@ -70,10 +84,13 @@ def test_ids_win_over_titles_and_titles_back_them_up(games, tmp_path):
 
 
 def test_unmatched_titles_are_listed_or_dropped_with_a_count(games, tmp_path, caplog):
-    path = write_json(tmp_path / "gt.json", {
-        "Dead Island": {"Dying Light": 1, "Dead Island 2": 1},
-        "Half-Life": {"Portal": 1},
-    })
+    path = write_json(
+        tmp_path / "gt.json",
+        {
+            "Dead Island": {"Dying Light": 1, "Dead Island 2": 1},
+            "Half-Life": {"Portal": 1},
+        },
+    )
     with pytest.raises(AnnotationError) as raised:
         load_annotations(path, games)
     message = str(raised.value)

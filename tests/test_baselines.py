@@ -71,10 +71,14 @@ def test_scorers_see_text_fields_only(wine_frame, annotations):
     original, shuffled = load_catalog(wine_frame), load_catalog(scrambled)
     assert original.dataset.column_names == ["id", "title", "description"]
     for scorer in (TfidfScorer(), LdaScorer(num_topics=4, max_iter=3)):
-        assert evaluate_scorer(scorer, original, annotations) == evaluate_scorer(scorer, shuffled, annotations)
+        assert evaluate_scorer(scorer, original, annotations) == evaluate_scorer(
+            scorer, shuffled, annotations
+        )
 
 
-def test_every_scorer_evaluates_through_the_same_metrics(catalog, annotations, tiny_model_path, tiny_sentence_transformer):
+def test_every_scorer_evaluates_through_the_same_metrics(
+    catalog, annotations, tiny_model_path, tiny_sentence_transformer
+):
     model, tokenizer = load_encoder(tiny_model_path, device="cpu")
     scorers = [
         TfidfScorer(),
@@ -99,7 +103,9 @@ def test_sentence_transformers_folder_loads_as_the_same_encoder(tiny_sentence_tr
 
 
 def test_load_encoder_reads_minilm_and_mlm_checkpoints(minilm_path, tiny_model_path):
-    assert is_sentence_transformers_folder(minilm_path) and not is_sentence_transformers_folder(tiny_model_path)
+    assert is_sentence_transformers_folder(minilm_path) and not is_sentence_transformers_folder(
+        tiny_model_path
+    )
     model, _ = load_encoder(minilm_path, device="cpu")
     assert isinstance(model, BertModel) and model.config.hidden_size == 384
     with pytest.raises(FileNotFoundError, match="Model folder not found"):

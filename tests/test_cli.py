@@ -18,8 +18,16 @@ def files(wines_csv, tmp_path_factory):
     folder = tmp_path_factory.mktemp("cli-data")
     frame = pd.read_csv(wines_csv, dtype=str, nrows=60)
     frame.to_csv(folder / "wines.csv", index=False)
-    rows = [{"seed_id": frame.id[seed], "seed_title": frame.title[seed], "recommended_id": frame.id[item],
-             "recommended_title": frame.title[item]} for seed, items in SEEDS.items() for item in items]
+    rows = [
+        {
+            "seed_id": frame.id[seed],
+            "seed_title": frame.title[seed],
+            "recommended_id": frame.id[item],
+            "recommended_title": frame.title[item],
+        }
+        for seed, items in SEEDS.items()
+        for item in items
+    ]
     pd.DataFrame(rows).to_csv(folder / "annotations.csv", index=False)
     return folder
 
@@ -30,15 +38,31 @@ def tiny_sentence_transformer(tiny_model_path, tmp_path_factory):
 
     transformer = models.Transformer(tiny_model_path, max_seq_length=64)
     path = tmp_path_factory.mktemp("tiny-st")
-    SentenceTransformer(modules=[transformer, models.Pooling(transformer.get_embedding_dimension())]).save(str(path))
+    SentenceTransformer(modules=[transformer, models.Pooling(transformer.get_embedding_dimension())]).save(
+        str(path)
+    )
     return str(path)
 
 
 def test_evaluate_prints_a_table_and_writes_json(files, tiny_model_path, tmp_path, capsys):
     output = tmp_path / "metrics.json"
-    code = main(["evaluate", "--model", f"tiny={tiny_model_path}", "--catalog", str(files / "wines.csv"),
-                 "--annotations", str(files / "annotations.csv"), "--max-length", "64", "--output", str(output),
-                 "--cache", str(tmp_path / "cache.npz")])
+    code = main(
+        [
+            "evaluate",
+            "--model",
+            f"tiny={tiny_model_path}",
+            "--catalog",
+            str(files / "wines.csv"),
+            "--annotations",
+            str(files / "annotations.csv"),
+            "--max-length",
+            "64",
+            "--output",
+            str(output),
+            "--cache",
+            str(tmp_path / "cache.npz"),
+        ]
+    )
     assert code == 0
     table = capsys.readouterr().out
     assert "| Scorer | MPR | MRR | HR@10 | HR@100 | raw MPR |" in table and "| tiny (Metric_Inf) |" in table
@@ -49,8 +73,21 @@ def test_evaluate_prints_a_table_and_writes_json(files, tiny_model_path, tmp_pat
 
 
 def test_recommend_lists_neighbours_without_the_item(files, tiny_model_path, capsys):
-    code = main(["recommend", "--model", tiny_model_path, "--catalog", str(files / "wines.csv"),
-                 "--item", "7", "--top-k", "5", "--scorer", "concat"])
+    code = main(
+        [
+            "recommend",
+            "--model",
+            tiny_model_path,
+            "--catalog",
+            str(files / "wines.csv"),
+            "--item",
+            "7",
+            "--top-k",
+            "5",
+            "--scorer",
+            "concat",
+        ]
+    )
     assert code == 0
     out = capsys.readouterr().out
     assert out.startswith("Most similar to ") and "(id 7), by Mean" in out
@@ -58,13 +95,41 @@ def test_recommend_lists_neighbours_without_the_item(files, tiny_model_path, cap
     assert len(rows) == 5 and all(row.split(" | ")[1] != "7" for row in rows)
 
 
-def test_compare_writes_table_json_and_chart(files, tiny_model_path, tiny_sentence_transformer, tmp_path, capsys):
+def test_compare_writes_table_json_and_chart(
+    files, tiny_model_path, tiny_sentence_transformer, tmp_path, capsys
+):
     out_dir = tmp_path / "compare"
-    code = main(["compare", "--catalog", str(files / "wines.csv"), "--annotations", str(files / "annotations.csv"),
-                 "--baselines", "tfidf", "lda", "--lda-topics", "4", "--models", f"tiny={tiny_model_path}",
-                 "--sbert", f"tiny={tiny_sentence_transformer}", "--max-length", "64", "--output-dir", str(out_dir)])
+    code = main(
+        [
+            "compare",
+            "--catalog",
+            str(files / "wines.csv"),
+            "--annotations",
+            str(files / "annotations.csv"),
+            "--baselines",
+            "tfidf",
+            "lda",
+            "--lda-topics",
+            "4",
+            "--models",
+            f"tiny={tiny_model_path}",
+            "--sbert",
+            f"tiny={tiny_sentence_transformer}",
+            "--max-length",
+            "64",
+            "--output-dir",
+            str(out_dir),
+        ]
+    )
     assert code == 0
-    names = ["TF-IDF", "LDA", "tiny (Mean)", "tiny (Metric_Inf)", "SBERT tiny (Mean)", "SBERT tiny (Metric_Inf)"]
+    names = [
+        "TF-IDF",
+        "LDA",
+        "tiny (Mean)",
+        "tiny (Metric_Inf)",
+        "SBERT tiny (Mean)",
+        "SBERT tiny (Metric_Inf)",
+    ]
     table = (out_dir / "results.md").read_text()
     assert all(f"| {name} |" in table for name in names) and table.strip() in capsys.readouterr().out
     results = json.loads((out_dir / "results.json").read_text())["results"]
@@ -81,12 +146,25 @@ def test_errors_are_reported_not_raised(files, tiny_model_path, tmp_path, capsys
     assert "title 'Portal'" in capsys.readouterr().err
     assert main(["recommend", "--model", tiny_model_path, *common, "--item", "no-such-id"]) == 1
     assert "No item with id 'no-such-id'" in capsys.readouterr().err
-    assert main(["compare", *common, "--annotations", str(files / "annotations.csv"), "--output-dir", str(tmp_path)]) == 1
+    assert (
+        main(
+            [
+                "compare",
+                *common,
+                "--annotations",
+                str(files / "annotations.csv"),
+                "--output-dir",
+                str(tmp_path),
+            ]
+        )
+        == 1
+    )
     assert "Nothing to compare" in capsys.readouterr().err
 
 
 @pytest.mark.slow
 def test_module_entry_point_shows_help():
-    result = subprocess.run([sys.executable, "-m", "metricbert_trainer.cli", "--help"], capture_output=True, text=True,
-                            check=True)
+    result = subprocess.run(
+        [sys.executable, "-m", "metricbert_trainer.cli", "--help"], capture_output=True, text=True, check=True
+    )
     assert "evaluate" in result.stdout and "recommend" in result.stdout and "compare" in result.stdout

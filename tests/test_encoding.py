@@ -22,7 +22,9 @@ TEXTS = [
 
 @pytest.fixture(scope="module")
 def tiny(tiny_model_path):
-    return AutoModelForMaskedLM.from_pretrained(tiny_model_path), AutoTokenizer.from_pretrained(tiny_model_path)
+    return AutoModelForMaskedLM.from_pretrained(tiny_model_path), AutoTokenizer.from_pretrained(
+        tiny_model_path
+    )
 
 
 @pytest.fixture(scope="module")
@@ -63,14 +65,19 @@ def test_train_and_eval_modes_are_restored(tiny):
 def test_bare_encoder_and_mlm_checkpoint_give_the_same_vectors(tiny, tiny_model_path):
     model, tokenizer = tiny
     encoder = AutoModel.from_pretrained(tiny_model_path)
-    np.testing.assert_allclose(encode_texts(encoder, tokenizer, TEXTS), encode_texts(model, tokenizer, TEXTS), atol=1e-5)
+    np.testing.assert_allclose(
+        encode_texts(encoder, tokenizer, TEXTS), encode_texts(model, tokenizer, TEXTS), atol=1e-5
+    )
 
 
 def test_truncation_and_empty_input(tiny):
     model, tokenizer = tiny
     long_text = " ".join(["tannic"] * 400)
-    np.testing.assert_allclose(encode_texts(model, tokenizer, [long_text], max_length=16),
-                               encode_texts(model, tokenizer, [" ".join(["tannic"] * 14)], max_length=16), atol=1e-5)
+    np.testing.assert_allclose(
+        encode_texts(model, tokenizer, [long_text], max_length=16),
+        encode_texts(model, tokenizer, [" ".join(["tannic"] * 14)], max_length=16),
+        atol=1e-5,
+    )
     assert encode_texts(model, tokenizer, []).shape == (0, model.config.hidden_size)
 
 
@@ -78,10 +85,14 @@ def test_encode_catalog_views(tiny, catalog):
     model, tokenizer = tiny
     per_field = encode_catalog(model, tokenizer, catalog, batch_size=16)
     assert set(per_field) == {"title", "description"}
-    np.testing.assert_allclose(per_field["title"], encode_texts(model, tokenizer, catalog.texts("title")), atol=1e-5)
+    np.testing.assert_allclose(
+        per_field["title"], encode_texts(model, tokenizer, catalog.texts("title")), atol=1e-5
+    )
     concat = encode_catalog(model, tokenizer, catalog, mode="concat", batch_size=16)
-    joined = [f"{title} {description}" for title, description in
-              zip(catalog.texts("title"), catalog.texts("description"), strict=True)]
+    joined = [
+        f"{title} {description}"
+        for title, description in zip(catalog.texts("title"), catalog.texts("description"), strict=True)
+    ]
     np.testing.assert_allclose(concat["concat"], encode_texts(model, tokenizer, joined), atol=1e-5)
     assert list(encode_catalog(model, tokenizer, catalog, mode="description")) == ["description"]
 
@@ -104,7 +115,9 @@ def test_cache_is_reused_until_model_or_settings_change(tiny_model_path, catalog
 
     # A reloaded copy of the same checkpoint (its unused pooler re-initialised) still hits the cache.
     reloaded = AutoModel.from_pretrained(tiny_model_path)
-    np.testing.assert_array_equal(encode_catalog(reloaded, tokenizer, catalog, cache_path=cache)["title"], first["title"])
+    np.testing.assert_array_equal(
+        encode_catalog(reloaded, tokenizer, catalog, cache_path=cache)["title"], first["title"]
+    )
     assert cache.stat().st_mtime_ns == written
 
     with torch.no_grad():

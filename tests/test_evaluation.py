@@ -21,7 +21,9 @@ def annotations():
     return Annotations(similar={1: (2, 7, 40), 10: (11,), 55: (3, 60)}, source="hand-made")
 
 
-def test_evaluator_returns_filtered_and_raw_metrics_and_leaves_the_model_training(tiny_model_path, catalog, annotations):
+def test_evaluator_returns_filtered_and_raw_metrics_and_leaves_the_model_training(
+    tiny_model_path, catalog, annotations
+):
     model = AutoModelForMaskedLM.from_pretrained(tiny_model_path)
     tokenizer = AutoTokenizer.from_pretrained(tiny_model_path)
     model.train()
@@ -32,10 +34,14 @@ def test_evaluator_returns_filtered_and_raw_metrics_and_leaves_the_model_trainin
     assert all(isinstance(value, float) and 0.0 <= value <= 100.0 for value in metrics.values())
     # HR@100 over an 80-item catalog: every annotated item is within the top 100.
     assert metrics["hr@100"] == metrics["raw_hr@100"] == 100.0
-    same = evaluate_scorer(EncoderScorer(model, tokenizer, batch_size=16, max_length=64), catalog, annotations)
+    same = evaluate_scorer(
+        EncoderScorer(model, tokenizer, batch_size=16, max_length=64), catalog, annotations
+    )
     assert same == metrics
 
-    title_only = RankingEvaluator(catalog=catalog, annotations=annotations, mode="title", ks=(5,))(model, tokenizer)
+    title_only = RankingEvaluator(catalog=catalog, annotations=annotations, mode="title", ks=(5,))(
+        model, tokenizer
+    )
     assert set(title_only) == {"mpr", "mrr", "hr@5", "raw_mpr", "raw_mrr", "raw_hr@5"}
 
 

@@ -39,10 +39,12 @@ def test_a_perfect_ranking_is_100_filtered_but_not_raw():
 
 
 def test_pairs_are_averaged_across_seeds():
-    distances = np.array([
-        [0.0, 0.1, 0.2, 0.3],  # seed 0: item 1 at rank 1
-        [0.1, 0.0, 0.2, 0.3],  # seed 1: items 2 and 3 at raw ranks 2 and 3
-    ])
+    distances = np.array(
+        [
+            [0.0, 0.1, 0.2, 0.3],  # seed 0: item 1 at rank 1
+            [0.1, 0.0, 0.2, 0.3],  # seed 1: items 2 and 3 at raw ranks 2 and 3
+        ]
+    )
     metrics = ranking_metrics(distances, seeds=[0, 1], annotated=[[1], [2, 3]], ks=(1,))
     assert metrics["raw_mrr"] == pytest.approx(100 * (1 + 1 / 2 + 1 / 3) / 3)
     assert metrics["raw_mpr"] == pytest.approx(np.mean([100, 50, 0]))
@@ -59,7 +61,11 @@ def test_ties_get_the_mean_rank():
 
 
 def test_summarize_and_errors():
-    assert summarize(PairRanks(np.array([1.0]), np.array([1])), ks=(1,)) == {"mpr": 100.0, "mrr": 100.0, "hr@1": 100.0}
+    assert summarize(PairRanks(np.array([1.0]), np.array([1])), ks=(1,)) == {
+        "mpr": 100.0,
+        "mrr": 100.0,
+        "hr@1": 100.0,
+    }
     with pytest.raises(ValueError, match="itself"):
         annotated_ranks(DISTANCES, seed=0, annotated=[0, 2])
     with pytest.raises(ValueError, match="NaN"):

@@ -38,17 +38,24 @@ def small_blocks(monkeypatch):
     monkeypatch.setattr(ranking, "SLICE_BYTES", 4 * 300 * 3)
 
 
-def random_views(num_items: int = 300, seed: int = 0, dims: tuple[int, ...] = (24, 16)) -> dict[str, np.ndarray]:
+def random_views(
+    num_items: int = 300, seed: int = 0, dims: tuple[int, ...] = (24, 16)
+) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(seed)
-    return {f"view{index}": rng.normal(size=(num_items, dim)).astype(np.float32) for index, dim in enumerate(dims)}
+    return {
+        f"view{index}": rng.normal(size=(num_items, dim)).astype(np.float32) for index, dim in enumerate(dims)
+    }
 
 
-@pytest.mark.parametrize(("distance", "dims"), [
-    ("angular", (24,)),  # ranked on the cosine, arccos on the k kept only
-    ("angular", (24, 16)),  # Metric_Inf: a sum of angles
-    ("cosine", (24, 16)),
-    ("euclidean", (24, 16)),
-])
+@pytest.mark.parametrize(
+    ("distance", "dims"),
+    [
+        ("angular", (24,)),  # ranked on the cosine, arccos on the k kept only
+        ("angular", (24, 16)),  # Metric_Inf: a sum of angles
+        ("cosine", (24, 16)),
+        ("euclidean", (24, 16)),
+    ],
+)
 def test_chunked_top_k_equals_brute_force(small_blocks, distance, dims):
     vectors = random_views(dims=dims)
     result = top_k(vectors, distance, k=15)
@@ -75,7 +82,10 @@ def test_queries_k_cap_and_distance_rows(small_blocks):
     np.testing.assert_array_equal(some.indices, everyone.indices[[9, 2, 30]])
     assert top_k(vectors, "angular", k=500).indices.shape == (40, 39)
     assert top_k(vectors, "angular", k=5, queries=[]).indices.shape == (0, 5)
-    rows, expected = distance_rows(vectors, "angular", [4, 0]), brute_force_distances(vectors, "angular")[[4, 0]]
+    rows, expected = (
+        distance_rows(vectors, "angular", [4, 0]),
+        brute_force_distances(vectors, "angular")[[4, 0]],
+    )
     rows[[0, 1], [4, 0]] = expected[[0, 1], [4, 0]] = 0.0  # an item's own distance is clamped to ~1e-3, not 0
     np.testing.assert_allclose(rows, expected, atol=2e-5)
 
@@ -86,7 +96,9 @@ def test_sparse_views_rank_like_their_dense_copies(small_blocks):
     for field in ("title", "description"):
         dense[field] = rng.random((60, 30)) * (rng.random((60, 30)) < 0.2)
         dense[field][:, 0] += 0.01  # no all-zero rows
-    sparse_result = top_k({field: sparse.csr_matrix(matrix) for field, matrix in dense.items()}, "cosine", k=8)
+    sparse_result = top_k(
+        {field: sparse.csr_matrix(matrix) for field, matrix in dense.items()}, "cosine", k=8
+    )
     dense_result = top_k(dense, "cosine", k=8)
     np.testing.assert_array_equal(sparse_result.indices, dense_result.indices)
     np.testing.assert_allclose(sparse_result.distances, dense_result.distances, atol=1e-5)
@@ -126,7 +138,10 @@ def test_bad_inputs_are_named():
 def test_catalog_views():
     frame = pd.DataFrame({"id": ["a", "b"], "title": ["Red", "White"], "description": ["Bold.", "Crisp."]})
     catalog = load_catalog(frame)
-    assert catalog_views(catalog, "metric_inf") == {"title": ["Red", "White"], "description": ["Bold.", "Crisp."]}
+    assert catalog_views(catalog, "metric_inf") == {
+        "title": ["Red", "White"],
+        "description": ["Bold.", "Crisp."],
+    }
     assert catalog_views(catalog, "concat") == {"concat": ["Red Bold.", "White Crisp."]}
     assert catalog_views(catalog, "title") == {"title": ["Red", "White"]}
     with pytest.raises(ValueError, match="catalog field"):
