@@ -14,9 +14,11 @@ from pathlib import Path
 import transformers
 from transformers import AutoTokenizer, set_seed
 
+from .annotations import load_annotations
 from .arguments import parse_recipe_args
 from .catalog import Catalog, load_catalog
 from .config import DataArguments, MetricBertConfig, ModelArguments
+from .evaluation import RankingEvaluator
 from .modeling import load_masked_lm, resolve_model_name
 from .trainer import MetricBertTrainer
 
@@ -44,12 +46,7 @@ def train(
 ) -> TrainingRun:
     _configure_logging(training_args)
     set_seed(training_args.seed)
-    catalog = load_catalog(
-        data_args.catalog,
-        id_column=data_args.id_column,
-        text_columns=data_args.text_columns,
-        strict=data_args.strict,
-    )
+    catalog = load_recipe_catalog(data_args)
     train_dataset = catalog.dataset
     if data_args.max_train_items is not None:
         train_dataset = train_dataset.select(range(min(data_args.max_train_items, len(train_dataset))))
@@ -62,7 +59,7 @@ def train(
         train_dataset=train_dataset,
         processing_class=tokenizer,
         fields=tuple(data_args.text_columns[:2]),
-        ranking_evaluator=_ranking_evaluator(data_args, training_args, catalog),
+        ranking_evaluator=build_ranking_evaluator(data_args, training_args, catalog),
     )
     trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
     trainer.save_model(training_args.output_dir)
@@ -74,12 +71,22 @@ def train(
     return TrainingRun(trainer, metrics)
 
 
-def _ranking_evaluator(data_args: DataArguments, training_args: MetricBertConfig, catalog: Catalog):
+def load_recipe_catalog(data_args: DataArguments) -> Catalog:
+    """The catalog a recipe's data arguments describe."""
+    return load_catalog(
+        data_args.catalog,
+        id_column=data_args.id_column,
+        text_columns=data_args.text_columns,
+        strict=data_args.strict,
+    )
+
+
+def build_ranking_evaluator(
+    data_args: DataArguments, training_args: MetricBertConfig, catalog: Catalog
+) -> RankingEvaluator | None:
+    """Ranks ``catalog`` against the recipe's annotations; ``None`` when it names none."""
     if data_args.annotations is None:
         return None
-    from .annotations import load_annotations
-    from .evaluation import RankingEvaluator
-
     return RankingEvaluator(
         catalog=catalog,
         annotations=load_annotations(data_args.annotations, catalog),

@@ -19,14 +19,12 @@ import time
 from pathlib import Path
 
 import yaml
+from transformers import AutoTokenizer
 
-from metricbert_trainer.annotations import load_annotations
 from metricbert_trainer.arguments import parse_recipe_args
-from metricbert_trainer.catalog import load_catalog
 from metricbert_trainer.config import DataArguments, MetricBertConfig, ModelArguments
-from metricbert_trainer.evaluation import RankingEvaluator
 from metricbert_trainer.modeling import load_masked_lm, resolve_model_name
-from metricbert_trainer.recipe import train
+from metricbert_trainer.recipe import build_ranking_evaluator, load_recipe_catalog, train
 
 HERE = Path(__file__).parent
 METRICS = ("mpr", "mrr", "hr@10", "hr@100")
@@ -89,12 +87,12 @@ def run_variant(base_config: str, name: str, overrides: dict, seed: int) -> dict
         ]
         for key, value in overrides.items():
             flags += [f"--{key}", *(map(str, value) if isinstance(value, list) else [str(value)])]
+        model_args, data_args, training_args = parse_recipe_args(
+            (ModelArguments, DataArguments, MetricBertConfig), flags, default_config=base_config
+        )
         if name == "zero_shot":
-            metrics, terms = evaluate_untrained(base_config, flags), {}
+            metrics, terms = evaluate_untrained(model_args, data_args, training_args), {}
         else:
-            model_args, data_args, training_args = parse_recipe_args(
-                (ModelArguments, DataArguments, MetricBertConfig), flags, default_config=base_config
-            )
             run = train(model_args, data_args, training_args)
             metrics, terms = run.metrics, first_and_last_terms(run.trainer.state.log_history)
     return {
@@ -109,21 +107,10 @@ def run_variant(base_config: str, name: str, overrides: dict, seed: int) -> dict
     }
 
 
-def evaluate_untrained(base_config: str, flags: list[str]) -> dict[str, float]:
-    model_args, data_args, training_args = parse_recipe_args(
-        (ModelArguments, DataArguments, MetricBertConfig), flags, default_config=base_config
-    )
-    from transformers import AutoTokenizer
-
-    catalog = load_catalog(
-        data_args.catalog, id_column=data_args.id_column, text_columns=data_args.text_columns
-    )
-    evaluator = RankingEvaluator(
-        catalog,
-        load_annotations(data_args.annotations, catalog),
-        batch_size=training_args.per_device_eval_batch_size,
-        max_length=training_args.max_length,
-    )
+def evaluate_untrained(
+    model_args: ModelArguments, data_args: DataArguments, training_args: MetricBertConfig
+) -> dict[str, float]:
+    evaluator = build_ranking_evaluator(data_args, training_args, load_recipe_catalog(data_args))
     path = resolve_model_name(model_args.model_name_or_path)
     metrics = evaluator(load_masked_lm(path), AutoTokenizer.from_pretrained(path))
     return {f"eval_{key}": value for key, value in metrics.items()}
