@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from transformers import TrainingArguments
 
 from .distances import Distance
+from .losses import Objective, build_loss
 from .mining import Anchors, Mining, NegativePool
 from .modeling import DEFAULT_MODEL, PoolingInput
 
@@ -19,14 +20,39 @@ from .modeling import DEFAULT_MODEL, PoolingInput
 class MetricBertConfig(TrainingArguments):
     """``TrainingArguments`` plus MetricBERT's loss: ``L = mlm_weight * L_MLM + triplet_weight * L_T``.
 
+    ``L_T`` is the triplet loss unless ``objective`` names another member of the loss family
+    (``metricbert_trainer.losses``); ``triplet_weight`` is then that term's weight.
+
     The defaults are the best configuration of the quality study (docs/quality.md): hard in-batch
     negatives with suspected false negatives filtered by the starting model, and no MLM term. The
     paper's literal objective is ``mlm_weight=1, mlm_probability=0.15, false_negative_filter=False``
     (``recipes/wines/paper.yaml``).
     """
 
+    objective: Objective = field(
+        default=Objective.TRIPLET,
+        metadata={
+            "help": "Metric-learning objective: triplet (MetricBERT), contrastive, cosine, mnrl or logistic_triplet."
+        },
+    )
     margin: float = field(default=0.1, metadata={"help": "Triplet margin m in max(0, m + d(a,p) - d(a,n))."})
-    triplet_weight: float = field(default=1.0, metadata={"help": "lambda, the weight of the triplet loss."})
+    positive_margin: float = field(
+        default=1.0,
+        metadata={"help": "contrastive/cosine: positive pairs are pulled until their cosine reaches m_pos."},
+    )
+    negative_margin: float | None = field(
+        default=None,
+        metadata={
+            "help": "contrastive/cosine: negative pairs are pushed until their cosine falls to m_neg "
+            "(default 0 for contrastive, -1 for cosine)."
+        },
+    )
+    scale: float = field(
+        default=20.0, metadata={"help": "mnrl: inverse temperature applied to the cosine similarities."}
+    )
+    triplet_weight: float = field(
+        default=1.0, metadata={"help": "lambda, the weight of the triplet loss (or of the chosen objective)."}
+    )
     mlm_weight: float = field(
         default=0.0,
         metadata={
@@ -90,6 +116,7 @@ class MetricBertConfig(TrainingArguments):
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        self.objective = _choice(Objective, self.objective, "objective")
         self.distance = _choice(Distance, self.distance, "distance")
         self.mining = _choice(Mining, self.mining, "mining")
         self.anchors = _choice(Anchors, self.anchors, "anchors")
@@ -107,18 +134,17 @@ class MetricBertConfig(TrainingArguments):
             raise ValueError("mlm_weight > 0 needs masked tokens: set mlm_probability > 0, or mlm_weight: 0.")
         if self.max_length < 2:
             raise ValueError(f"max_length must be at least 2; got {self.max_length}.")
+        # Building the loss checks the objective's own settings (margins, scale, mining) now,
+        # before any model is loaded.
+        build_loss(self)
 
     def loss_config(self) -> dict[str, object]:
         """The loss settings a model card records."""
         return {
-            "margin": self.margin,
+            **build_loss(self).get_config_dict(),
             "triplet_weight": self.triplet_weight,
             "mlm_weight": self.mlm_weight,
             "mlm_probability": self.mlm_probability,
-            "distance": self.distance.value,
-            "mining": self.mining.value,
-            "anchors": self.anchors.value,
-            "negative_pool": self.negative_pool.value,
             "pooling_input": self.pooling_input.value,
             "false_negative_filter": self.false_negative_filter,
         }

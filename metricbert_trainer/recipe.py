@@ -63,6 +63,7 @@ def train(
     )
     trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
     trainer.save_model(training_args.output_dir)
+    trainer.create_model_card(model_name=Path(training_args.output_dir).name)
     metrics = {}
     if trainer.ranking_evaluator is not None:
         metrics = trainer.evaluate()

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from collections import defaultdict
 from collections.abc import Callable
+from pathlib import Path
 
 import torch
 from transformers import PreTrainedModel, Trainer
@@ -12,7 +14,7 @@ from transformers import PreTrainedModel, Trainer
 from .collator import MetricBertCollator
 from .config import MetricBertConfig
 from .guide import StartingModelGuide
-from .losses import TripletLoss, embedding_spread
+from .losses import build_loss, embedding_spread
 from .modeling import enable_metric_forward
 
 logger = logging.getLogger(__name__)
@@ -25,7 +27,7 @@ class MetricBertTrainer(Trainer):
 
     The training data is a catalog (a ``datasets.Dataset`` with one column per text field); the
     default collator tokenizes and masks those fields. Each step logs ``mlm_loss``,
-    ``triplet_loss``, the mining statistics and the batch's embedding spread next to ``loss``.
+    ``triplet_loss`` (or ``<objective>_loss``, see ``MetricBertConfig.objective``), the mining statistics and the batch's embedding spread next to ``loss``.
     With a ``ranking_evaluator`` (see ``metricbert_trainer.evaluation``), ``evaluate()`` ranks the
     catalog and logs ``eval_mpr``, ``eval_mrr``, ``eval_hr@10``, ... so ``metric_for_best_model``,
     ``load_best_model_at_end`` and early stopping work on ranking quality.
@@ -66,13 +68,7 @@ class MetricBertTrainer(Trainer):
             StartingModelGuide(model) if args.false_negative_filter or args.guide_diagnostics else None
         )
         enable_metric_forward(model)
-        self.triplet_loss = TripletLoss(
-            margin=args.margin,
-            distance=args.distance,
-            mining=args.mining,
-            anchors=args.anchors,
-            negative_pool=args.negative_pool,
-        )
+        self.metric_loss = build_loss(args)
         self.ranking_evaluator = ranking_evaluator
         self._metrics: dict[str, dict[str, list[float]]] = {
             "train": defaultdict(list),
@@ -109,23 +105,23 @@ class MetricBertTrainer(Trainer):
         if self.guide is not None and (args.false_negative_filter or self._is_logging_step()):
             guide_vectors = self.guide.embed(inputs, self.fields)
         if args.false_negative_filter:
-            anchor_index, positive_index = self.triplet_loss.anchors_and_positives(len(titles), titles.device)
+            anchor_index, positive_index = self.metric_loss.anchors_and_positives(len(titles), titles.device)
             excluded = self.guide.closer_than_positive(guide_vectors, anchor_index, positive_index)
-        triplet = self.triplet_loss(titles, descriptions, excluded)
-        loss = args.triplet_weight * triplet.loss
+        metric = self.metric_loss(titles, descriptions, excluded)
+        loss = args.triplet_weight * metric.loss
         if args.mlm_weight > 0:
             loss = loss + args.mlm_weight * outputs["mlm_loss"]
         statistics = {
             "mlm_loss": float(outputs["mlm_loss"].detach()),
-            "triplet_loss": float(triplet.loss.detach()),
+            f"{self.metric_loss.name}_loss": float(metric.loss.detach()),
             "embedding_spread": embedding_spread(torch.cat([titles, descriptions])),
-            **triplet.statistics,
+            **metric.statistics,
         }
         if excluded is not None:
             statistics["filtered_candidate_rate"] = float(excluded.float().mean())
-        if guide_vectors is not None and len(triplet.anchor_index):
+        if guide_vectors is not None and len(metric.anchor_index):
             statistics["guide_negative_closer_rate"] = self.guide.negative_closer_rate(
-                guide_vectors, triplet.anchor_index, triplet.positive_index, triplet.negative_index
+                guide_vectors, metric.anchor_index, metric.positive_index, metric.negative_index
             )
         self._record(statistics)
         return (loss, outputs) if return_outputs else loss
@@ -134,6 +130,21 @@ class MetricBertTrainer(Trainer):
         """Whether the update this micro-batch belongs to will be logged (or is the first)."""
         every = max(int(self.state.logging_steps or 1), 1)
         return self.state.global_step == 0 or (self.state.global_step + 1) % every == 0
+
+    def create_model_card(self, *args, **kwargs) -> None:
+        """The stock card (hyperparameters, results), plus the objective's settings as JSON, so a
+        published checkpoint says exactly which loss trained it."""
+        super().create_model_card(*args, **kwargs)
+        if not self.is_world_process_zero():
+            return
+        card = Path(self.args.output_dir) / "README.md"
+        objective = json.dumps(self.args.loss_config(), indent=2)
+        with open(card, "a", encoding="utf-8") as handle:
+            handle.write(
+                "\n## MetricBERT objective\n\n"
+                f"`L = mlm_weight * L_MLM + triplet_weight * L_{self.metric_loss.name}`, with:\n\n"
+                f"```json\n{objective}\n```\n"
+            )
 
     def prediction_step(self, model, inputs, prediction_loss_only, ignore_keys=None):
         # The only thing to predict on held-out items is the loss; rankings come from evaluate().

@@ -2,6 +2,7 @@ import pytest
 
 from metricbert_trainer.arguments import parse_recipe_args
 from metricbert_trainer.config import DataArguments, MetricBertConfig, ModelArguments
+from metricbert_trainer.losses import LogisticTripletLoss, TripletLoss, build_loss
 from metricbert_trainer.mining import Mining
 
 TYPES = (ModelArguments, DataArguments, MetricBertConfig)
@@ -60,3 +61,52 @@ def test_unknown_choice_lists_valid_ones():
 def test_missing_catalog_says_what_to_pass():
     with pytest.raises(ValueError, match="--catalog"):
         parse_recipe_args(TYPES, ["--output_dir", "out"])
+
+
+def test_every_loss_option_is_reachable_from_the_yaml_config(tmp_path):
+    config = _write(
+        tmp_path,
+        "catalog: items.csv\noutput_dir: out\n"
+        "objective: cosine\npositive_margin: 0.9\nnegative_margin: -0.5\nscale: 10\n"
+        "distance: euclidean\nmining: semi_hard\nanchors: title\nnegative_pool: other_field\n"
+        "triplet_weight: 0.5\nmlm_weight: 1.0\nmlm_probability: 0.2\npooling_input: unmasked\n"
+        "false_negative_filter: false\n",
+    )
+    _, _, training = parse_recipe_args(TYPES, ["--config", config])
+    assert training.loss_config() == {
+        "objective": "cosine",
+        "distance": "euclidean",
+        "mining": "semi_hard",
+        "anchors": "title",
+        "negative_pool": "other_field",
+        "positive_margin": 0.9,
+        "negative_margin": -0.5,
+        "triplet_weight": 0.5,
+        "mlm_weight": 1.0,
+        "mlm_probability": 0.2,
+        "pooling_input": "unmasked",
+        "false_negative_filter": False,
+    }
+    # The remaining objectives' own settings, and a CLI flag over the YAML value.
+    _, _, training = parse_recipe_args(TYPES, ["--config", config, "--objective", "mnrl", "--mining", "hard"])
+    assert build_loss(training).get_config_dict()["scale"] == 10
+    _, _, training = parse_recipe_args(
+        TYPES, ["--config", config, "--objective", "triplet", "--margin", "0.4"]
+    )
+    assert isinstance(build_loss(training), TripletLoss) and build_loss(training).margin == 0.4
+    _, _, training = parse_recipe_args(TYPES, ["--config", config, "--objective", "logistic_triplet"])
+    assert isinstance(build_loss(training), LogisticTripletLoss)
+
+
+def test_unknown_objective_lists_valid_ones(tmp_path):
+    config = _write(tmp_path, "catalog: items.csv\noutput_dir: out\nobjective: infonce\n")
+    with pytest.raises(
+        ValueError,
+        match="Unknown objective 'infonce'; valid choices: triplet, contrastive, cosine, mnrl, logistic_triplet",
+    ):
+        parse_recipe_args(TYPES, ["--config", config])
+
+
+def test_objective_settings_checked_before_any_model_loads():
+    with pytest.raises(ValueError, match="does not apply to objective mnrl"):
+        MetricBertConfig(output_dir="out", objective="mnrl", mining="random")

@@ -1,3 +1,5 @@
+import json
+
 import numpy as np
 import pytest
 import torch
@@ -201,3 +203,31 @@ def test_ranking_metrics_drive_best_model_and_early_stopping(
     assert trainer.state.global_step == 3  # stopped after 2 evaluations without improvement
     assert trainer.state.best_metric == evaluations[0]["eval_mpr"]
     assert trainer.state.best_model_checkpoint.endswith("checkpoint-1")
+
+
+@pytest.mark.parametrize(
+    ("objective", "overrides"),
+    [
+        ("contrastive", {}),
+        ("cosine", {}),
+        ("mnrl", {}),
+        ("logistic_triplet", {}),
+        ("triplet", {"distance": "euclidean", "margin": 1.0}),
+    ],
+)
+def test_every_objective_trains_logs_its_term_and_reaches_the_model_card(
+    tmp_path, tiny_model_path, tokenizer, wine_items, objective, overrides
+):
+    args = _config(tmp_path, objective=objective, num_train_epochs=5, learning_rate=3e-3, **overrides)
+    trainer = MetricBertTrainer(
+        load_masked_lm(tiny_model_path), args, train_dataset=wine_items, processing_class=tokenizer
+    )
+    trainer.train()
+    term = _loss_history(trainer, f"{objective}_loss")
+    assert len(term) == 20 and all(np.isfinite(term))
+    assert np.mean(term[-4:]) < np.mean(term[:4]), term
+    assert trainer.state.log_history[0]["loss"] == pytest.approx(term[0], rel=1e-4)
+    trainer.create_model_card()
+    card = (tmp_path / "out" / "README.md").read_text(encoding="utf-8")
+    recorded = json.loads(card.split("## MetricBERT objective")[1].split("```json")[1].split("```")[0])
+    assert recorded == args.loss_config() and recorded["objective"] == objective
