@@ -144,9 +144,11 @@ class SentenceTransformerScorer(Scorer):
     """A sentence-transformers model used as published (its own pooling and length), per view.
 
     The SBERT rows of the paper; the angular distance orders a single view as cosine does.
+    ``model`` is a folder, or a model from ``load_sentence_transformer`` when several scorers
+    (one per mode) should share one load.
     """
 
-    model_path: str | Path
+    model: str | Path | object
     mode: str = METRIC_INF
     name: str = "SBERT"
     distance: Distance = Distance.ANGULAR
@@ -155,19 +157,26 @@ class SentenceTransformerScorer(Scorer):
     show_progress: bool = False
 
     def item_vectors(self, catalog: Catalog) -> dict[str, Matrix]:
-        try:
-            from sentence_transformers import SentenceTransformer
-        except ImportError as error:
-            raise ImportError(
-                "SBERT scoring needs sentence-transformers: pip install 'metricbert-trainer[st]'."
-            ) from error
-        model = SentenceTransformer(str(self.model_path), device=self.device)
+        model = self.model
+        if isinstance(model, (str, Path)):
+            model = load_sentence_transformer(model, device=self.device)
         return {
             view: model.encode(
                 texts, batch_size=self.batch_size, convert_to_numpy=True, show_progress_bar=self.show_progress
             )
             for view, texts in catalog_views(catalog, self.mode).items()
         }
+
+
+def load_sentence_transformer(path: str | Path, *, device: str | None = None):
+    """A saved sentence-transformers model (an optional dependency)."""
+    try:
+        from sentence_transformers import SentenceTransformer
+    except ImportError as error:
+        raise ImportError(
+            "SBERT scoring needs sentence-transformers: pip install 'metricbert-trainer[st]'."
+        ) from error
+    return SentenceTransformer(str(path), device=device)
 
 
 def is_sentence_transformers_folder(path: str | Path) -> bool:

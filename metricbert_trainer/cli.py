@@ -30,6 +30,7 @@ from metricbert_trainer.baselines import (
     SentenceTransformerScorer,
     TfidfScorer,
     load_encoder,
+    load_sentence_transformer,
 )
 from metricbert_trainer.catalog import Catalog, CatalogError, load_catalog
 from metricbert_trainer.evaluation import evaluate_scorer
@@ -245,16 +246,17 @@ def run_compare(args: argparse.Namespace) -> int:
     for spec in args.sbert:
         name, path = _name_and_path(spec)
         label = name if name.upper().startswith("SBERT") else f"SBERT {name}"  # rows say which pipeline
+        model = load_sentence_transformer(path, device=args.device)  # once, for every mode
         for mode in args.modes:
             scorer = SentenceTransformerScorer(
-                path,
+                model,
                 mode=mode,
                 name=f"{label} ({mode_label(mode)})",
                 batch_size=args.batch_size,
-                device=args.device,
                 show_progress=True,
             )
             rows.append(_timed_evaluation(scorer, catalog, annotations, args.ks) | {"model": path})
+        del model
 
     output_dir = Path(args.output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)

@@ -27,7 +27,8 @@ class MetricBertTrainer(Trainer):
 
     The training data is a catalog (a ``datasets.Dataset`` with one column per text field); the
     default collator tokenizes and masks those fields. Each step logs ``mlm_loss``,
-    ``triplet_loss`` (or ``<objective>_loss``, see ``MetricBertConfig.objective``), the mining statistics and the batch's embedding spread next to ``loss``.
+    ``triplet_loss`` (``<objective>_loss`` for another ``MetricBertConfig.objective``), the
+    mining statistics and the batch's embedding spread next to ``loss``.
     With a ``ranking_evaluator`` (see ``metricbert_trainer.evaluation``), ``evaluate()`` ranks the
     catalog and logs ``eval_mpr``, ``eval_mrr``, ``eval_hr@10``, ... so ``metric_for_best_model``,
     ``load_best_model_at_end`` and early stopping work on ranking quality.
