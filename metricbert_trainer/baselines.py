@@ -1,11 +1,13 @@
-"""Scorers: the ways of turning catalog items into vectors that ``ranking`` compares.
+"""Scorers: the ways of ranking catalog items, each measured by the same ranking and metrics code.
 
-A ``Scorer`` says what each item looks like under its views (``item_vectors``) and which
-per-view distance to sum; ranking and metrics are then shared by all of them, so MetricBERT and
-its baselines are measured by the same code. The baselines of the paper's tables are here:
-TF-IDF and LDA fitted per field, any Hugging Face encoder (mean pooling, angular distance; the
-"Mean" rows encode the fields joined, the Metric_Inf rows each field), and any
-sentence-transformers model (the SBERT rows).
+A ``Scorer`` turns a catalog into distances from chosen items (the seeds) to every item
+(``distance_rows``, lower is more similar). Most scorers are ``VectorScorer``s: they say what
+each item looks like under its views (``item_vectors``) and which per-view distance to sum, and
+ranking does the rest. The baselines of the paper's tables are here: TF-IDF and LDA fitted per
+field, any Hugging Face encoder (mean pooling, angular distance; the "Mean" rows encode the
+fields joined, the Metric_Inf rows each field), and any sentence-transformers model (the SBERT
+rows). RecoBERT, whose inference scores (seed, candidate) pairs with the model itself, is a
+``Scorer`` of its own (``metricbert_trainer.recobert.inference``).
 
 Scorers see the catalog's text fields and nothing else: the wine proxy annotations were derived
 from metadata columns (variety, country, points, price), and a scorer reading them would make
@@ -17,9 +19,11 @@ from __future__ import annotations
 import json
 import logging
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import torch
 from sklearn.decomposition import LatentDirichletAllocation
 from sklearn.feature_extraction.text import CountVectorizer, TfidfVectorizer
@@ -28,28 +32,43 @@ from transformers import AutoModel, AutoTokenizer, PreTrainedModel, PreTrainedTo
 from metricbert_trainer.catalog import Catalog
 from metricbert_trainer.distances import Distance
 from metricbert_trainer.encoding import encode_catalog
-from metricbert_trainer.ranking import METRIC_INF, Matrix, catalog_views
+from metricbert_trainer.ranking import METRIC_INF, Matrix, catalog_views, distance_rows
 
 logger = logging.getLogger(__name__)
 
 
 class Scorer(ABC):
-    """Item vectors per view plus the distance summed over views (lower is more similar).
+    """Distances from some items to every item of a catalog (lower is more similar).
 
-    Subclasses are dataclasses with a ``name`` (the row label in result tables) and a
-    ``distance``; ``mode`` (see ``ranking.catalog_views``) picks the views.
+    Subclasses are dataclasses with a ``name``, the row label in result tables.
     """
 
     name: str
+
+    @abstractmethod
+    def distance_rows(self, catalog: Catalog, rows: Sequence[int]) -> np.ndarray:
+        """A float ``[len(rows), N]`` array: row ``i`` holds the distances from item ``rows[i]``
+        to every item, itself included (rankers ignore that entry)."""
+
+
+class VectorScorer(Scorer):
+    """A scorer that represents each item by one vector per view and sums a distance over views.
+
+    Subclasses set a ``distance``; ``mode`` (see ``ranking.catalog_views``) picks the views.
+    """
+
     distance: Distance
 
     @abstractmethod
     def item_vectors(self, catalog: Catalog) -> dict[str, Matrix]:
         """One ``[N, dims]`` matrix per view (dense or scipy sparse), rows in catalog order."""
 
+    def distance_rows(self, catalog: Catalog, rows: Sequence[int]) -> np.ndarray:
+        return distance_rows(self.item_vectors(catalog), self.distance, rows)
+
 
 @dataclass
-class TfidfScorer(Scorer):
+class TfidfScorer(VectorScorer):
     """TF-IDF with one vectoriser per view, ranked by the summed cosine distance.
 
     Summing ``1 - cos`` over fields orders items exactly as summing the cosine similarities does,
@@ -75,7 +94,7 @@ class TfidfScorer(Scorer):
 
 
 @dataclass
-class LdaScorer(Scorer):
+class LdaScorer(VectorScorer):
     """LDA topic mixtures, one model per view, compared by cosine (or angular) distance.
 
     Unlike TF-IDF, LDA has no IDF to discount function words, which then fill its topics: the
@@ -110,7 +129,7 @@ class LdaScorer(Scorer):
 
 
 @dataclass
-class EncoderScorer(Scorer):
+class EncoderScorer(VectorScorer):
     """A Hugging Face encoder (MetricBERT or zero-shot): mean-pooled last layer, angular distance.
 
     ``mode="metric_inf"`` is the paper's Metric_Inf; ``"concat"`` its "Mean" rows.
@@ -140,7 +159,7 @@ class EncoderScorer(Scorer):
 
 
 @dataclass
-class SentenceTransformerScorer(Scorer):
+class SentenceTransformerScorer(VectorScorer):
     """A sentence-transformers model used as published (its own pooling and length), per view.
 
     The SBERT rows of the paper; the angular distance orders a single view as cosine does.

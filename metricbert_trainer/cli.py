@@ -3,7 +3,7 @@
     metricbert evaluate --model PATH --catalog CSV --annotations FILE [--scorer metric_inf] [--output JSON]
     metricbert recommend --model PATH --catalog CSV --item ID [--top-k 10]
     metricbert compare --catalog CSV --annotations FILE --baselines tfidf lda --models PATH [...]
-        [--sbert PATH ...] --output-dir DIR
+        [--sbert PATH ...] [--recobert PATH ...] --output-dir DIR
 
 Model paths may be plain Hugging Face folders or sentence-transformers folders; ``NAME=PATH``
 names a model's rows in the tables. Everything is computed by the library's scorers, ranking and
@@ -33,8 +33,10 @@ from metricbert_trainer.baselines import (
     load_sentence_transformer,
 )
 from metricbert_trainer.catalog import Catalog, CatalogError, load_catalog
+from metricbert_trainer.encoding import PRECISIONS
 from metricbert_trainer.evaluation import evaluate_scorer
 from metricbert_trainer.ranking import CONCAT, METRIC_INF, catalog_views, mode_label, top_k
+from metricbert_trainer.recobert import RecoBertScorer
 
 logger = logging.getLogger("metricbert_trainer.cli")
 
@@ -148,6 +150,40 @@ def build_parser() -> argparse.ArgumentParser:
         help="sentence-transformers models, used with their own pooling.",
     )
     compare.add_argument(
+        "--recobert",
+        nargs="*",
+        default=[],
+        metavar="[NAME=]PATH",
+        help="RecoBERT models (recipes/train_recobert_wines.py), ranked by the four-score inference.",
+    )
+    compare.add_argument(
+        "--recobert-weights",
+        nargs=4,
+        type=float,
+        default=[1.0, 1.0, 1.0, 1.0],
+        metavar="LAMBDA",
+        help="lambda_1..lambda_4 of Cos_D, Cos_T, C_TDM(t_candidate, d_seed), C_TDM(t_seed, d_candidate).",
+    )
+    compare.add_argument(
+        "--rerank-top-k",
+        type=int,
+        default=100,
+        help="RecoBERT scores cross pairs for the top K candidates of Cos_D + Cos_T; 0 for every candidate "
+        "(two forwards per seed and catalog item).",
+    )
+    compare.add_argument(
+        "--recobert-max-length",
+        type=int,
+        default=256,
+        help="Tokens kept per RecoBERT title-description pair.",
+    )
+    compare.add_argument(
+        "--precision",
+        choices=PRECISIONS,
+        default="auto",
+        help="RecoBERT inference precision: auto (bf16 on CUDA, fp32 on CPU), bf16 (also on CPU) or fp32.",
+    )
+    compare.add_argument(
         "--modes",
         nargs="+",
         default=[CONCAT, METRIC_INF],
@@ -223,8 +259,8 @@ def run_compare(args: argparse.Namespace) -> int:
     for mode in args.modes:
         catalog_views(catalog, mode)  # fail on a bad mode before hours of encoding
     annotations = load_annotations(args.annotations, catalog, on_unmatched=args.on_unmatched)
-    if not (args.baselines or args.models or args.sbert):
-        raise ValueError("Nothing to compare: give --baselines, --models and/or --sbert.")
+    if not (args.baselines or args.models or args.sbert or args.recobert):
+        raise ValueError("Nothing to compare: give --baselines, --models, --sbert and/or --recobert.")
     rows = []
     for name in args.baselines:
         rows.append(_timed_evaluation(BASELINES[name](args), catalog, annotations, args.ks))
@@ -256,6 +292,23 @@ def run_compare(args: argparse.Namespace) -> int:
                 show_progress=True,
             )
             rows.append(_timed_evaluation(scorer, catalog, annotations, args.ks) | {"model": path})
+        del model
+    for spec in args.recobert:
+        name, path = _name_and_path(spec)
+        model, tokenizer = load_encoder(path, device=args.device)
+        rerank = f"top {args.rerank_top_k} re-ranked" if args.rerank_top_k else "full"
+        scorer = RecoBertScorer(
+            model,
+            tokenizer,
+            weights=args.recobert_weights,
+            rerank_top_k=args.rerank_top_k,
+            name=f"{name} (4 scores, {rerank})",
+            batch_size=args.batch_size,
+            max_length=args.recobert_max_length,
+            precision=args.precision,
+            show_progress=True,
+        )
+        rows.append(_timed_evaluation(scorer, catalog, annotations, args.ks) | {"model": path})
         del model
 
     output_dir = Path(args.output_dir)

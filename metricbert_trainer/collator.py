@@ -40,6 +40,21 @@ def unmasked(inputs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     return clean
 
 
+def build_masker(
+    tokenizer: PreTrainedTokenizerBase, mlm_probability: float
+) -> DataCollatorForLanguageModeling | None:
+    """transformers' BERT masking recipe at ``mlm_probability``, or ``None`` when it is 0."""
+    if not 0.0 <= mlm_probability < 1.0:
+        raise ValueError(f"mlm_probability must be in [0, 1); got {mlm_probability}.")
+    if mlm_probability == 0:
+        return None
+    if tokenizer.mask_token is None:
+        raise ValueError(
+            "The tokenizer has no mask token, so it cannot be used for MLM; set mlm_probability=0."
+        )
+    return DataCollatorForLanguageModeling(tokenizer, mlm_probability=mlm_probability)
+
+
 @dataclass
 class MetricBertCollator(DataCollatorMixin):
     """Turns catalog items (dicts with one text per field) into masked, padded encoder inputs.
@@ -66,16 +81,7 @@ class MetricBertCollator(DataCollatorMixin):
     _masker: DataCollatorForLanguageModeling | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
-        if not 0.0 <= self.mlm_probability < 1.0:
-            raise ValueError(f"mlm_probability must be in [0, 1); got {self.mlm_probability}.")
-        if self.mlm_probability > 0:
-            if self.tokenizer.mask_token is None:
-                raise ValueError(
-                    "The tokenizer has no mask token, so it cannot be used for MLM; set mlm_probability=0."
-                )
-            self._masker = DataCollatorForLanguageModeling(
-                self.tokenizer, mlm_probability=self.mlm_probability
-            )
+        self._masker = build_masker(self.tokenizer, self.mlm_probability)
 
     def torch_call(self, features: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
         batch: dict[str, torch.Tensor] = {}

@@ -17,7 +17,41 @@ from .modeling import DEFAULT_MODEL, PoolingInput
 
 
 @dataclass
-class MetricBertConfig(TrainingArguments):
+class CatalogTrainingArguments(TrainingArguments):
+    """``TrainingArguments`` for training on a catalog's texts, with the settings every objective shares:
+    truncation, MLM masking and its weight. ``MetricBertConfig`` and ``RecoBertConfig`` extend it."""
+
+    mlm_weight: float = field(
+        default=0.0, metadata={"help": "Weight of the masked-language-model loss; 0 leaves it out."}
+    )
+    mlm_probability: float = field(
+        default=0.0,
+        metadata={
+            "help": "Share of real tokens masked for MLM (BERT's 80/10/10 split; the papers: 0.15); 0 disables masking."
+        },
+    )
+    max_length: int = field(default=128, metadata={"help": "Texts are truncated to this many tokens."})
+    # Defaults that differ from TrainingArguments': the collator needs the text columns, and a
+    # progress log every few steps is what a user watching the loss terms wants.
+    remove_unused_columns: bool = field(
+        default=False, metadata={"help": "Kept False: the collator reads the text columns itself."}
+    )
+    logging_steps: float = field(default=10, metadata={"help": "Log the loss terms every X update steps."})
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.mlm_weight < 0:
+            raise ValueError(f"mlm_weight must be >= 0; got {self.mlm_weight}.")
+        if not 0.0 <= self.mlm_probability < 1.0:
+            raise ValueError(f"mlm_probability must be in [0, 1); got {self.mlm_probability}.")
+        if self.mlm_weight > 0 and self.mlm_probability == 0:
+            raise ValueError("mlm_weight > 0 needs masked tokens: set mlm_probability > 0, or mlm_weight: 0.")
+        if self.max_length < 2:
+            raise ValueError(f"max_length must be at least 2; got {self.max_length}.")
+
+
+@dataclass
+class MetricBertConfig(CatalogTrainingArguments):
     """``TrainingArguments`` plus MetricBERT's loss: ``L = mlm_weight * L_MLM + triplet_weight * L_T``.
 
     ``L_T`` is the triplet loss unless ``objective`` names another member of the loss family
@@ -60,13 +94,6 @@ class MetricBertConfig(TrainingArguments):
             "MLM term dominates and hurt rankings in the quality study (docs/quality.md)."
         },
     )
-    mlm_probability: float = field(
-        default=0.0,
-        metadata={
-            "help": "Share of real tokens masked for MLM (BERT's 80/10/10 split; the paper: 0.15); 0 disables masking."
-        },
-    )
-    max_length: int = field(default=128, metadata={"help": "Texts are truncated to this many tokens."})
     distance: Distance = field(
         default=Distance.ANGULAR,
         metadata={"help": "Distance of the triplet loss: angular (arccos(cos)/pi), cosine or euclidean."},
@@ -107,12 +134,6 @@ class MetricBertConfig(TrainingArguments):
             "help": "Warn when the mean angular distance between batch elements falls below this (collapse)."
         },
     )
-    # Defaults that differ from TrainingArguments': the collator needs the text columns, and a
-    # progress log every few steps is what a user watching the loss terms wants.
-    remove_unused_columns: bool = field(
-        default=False, metadata={"help": "Kept False: the collator reads the text columns itself."}
-    )
-    logging_steps: float = field(default=10, metadata={"help": "Log the loss terms every X update steps."})
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -124,16 +145,8 @@ class MetricBertConfig(TrainingArguments):
         self.pooling_input = _choice(PoolingInput, self.pooling_input, "pooling_input")
         if self.margin < 0:
             raise ValueError(f"margin must be >= 0; got {self.margin}.")
-        if self.triplet_weight < 0 or self.mlm_weight < 0:
-            raise ValueError(
-                f"triplet_weight and mlm_weight must be >= 0; got {self.triplet_weight}, {self.mlm_weight}."
-            )
-        if not 0.0 <= self.mlm_probability < 1.0:
-            raise ValueError(f"mlm_probability must be in [0, 1); got {self.mlm_probability}.")
-        if self.mlm_weight > 0 and self.mlm_probability == 0:
-            raise ValueError("mlm_weight > 0 needs masked tokens: set mlm_probability > 0, or mlm_weight: 0.")
-        if self.max_length < 2:
-            raise ValueError(f"max_length must be at least 2; got {self.max_length}.")
+        if self.triplet_weight < 0:
+            raise ValueError(f"triplet_weight must be >= 0; got {self.triplet_weight}.")
         # Building the loss checks the objective's own settings (margins, scale, mining) now,
         # before any model is loaded.
         build_loss(self)
@@ -174,7 +187,10 @@ class DataArguments:
     )
     annotations: str | None = field(
         default=None,
-        metadata={"help": "Expert annotations for ranking evaluation during training (optional)."},
+        metadata={
+            "help": "Expert annotations for ranking evaluation during training (optional; an empty value turns "
+            "evaluation off)."
+        },
     )
     strict: bool = field(
         default=False, metadata={"help": "Fail on empty texts instead of skipping those items."}

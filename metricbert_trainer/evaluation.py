@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+import numpy as np
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from metricbert_trainer.annotations import Annotations
@@ -29,16 +30,22 @@ def evaluate_vectors(
     ks: Sequence[int] = (10, 100),
 ) -> dict[str, float]:
     """Filtered (``mpr``, ``mrr``, ``hr@k``) and raw (``raw_*``) metrics of ranking by ``vectors``."""
-    seeds = annotations.seeds
-    rows = distance_rows(vectors, distance, seeds)
-    return ranking_metrics(rows, seeds, [annotations.similar[seed] for seed in seeds], ks)
+    return evaluate_distance_rows(distance_rows(vectors, distance, annotations.seeds), annotations, ks=ks)
 
 
 def evaluate_scorer(
     scorer: Scorer, catalog: Catalog, annotations: Annotations, *, ks: Sequence[int] = (10, 100)
 ) -> dict[str, float]:
-    """Vectorises ``catalog`` with ``scorer`` and returns its metrics on ``annotations``."""
-    return evaluate_vectors(scorer.item_vectors(catalog), scorer.distance, annotations, ks=ks)
+    """Ranks ``catalog`` with ``scorer`` from each seed and returns its metrics on ``annotations``."""
+    return evaluate_distance_rows(scorer.distance_rows(catalog, annotations.seeds), annotations, ks=ks)
+
+
+def evaluate_distance_rows(
+    rows: np.ndarray, annotations: Annotations, *, ks: Sequence[int] = (10, 100)
+) -> dict[str, float]:
+    """Metrics of distance rows ``[num_seeds, N]``, one per seed in ``annotations.seeds`` order."""
+    seeds = annotations.seeds
+    return ranking_metrics(rows, seeds, [annotations.similar[seed] for seed in seeds], ks)
 
 
 @dataclass
@@ -73,7 +80,10 @@ class RankingEvaluator:
             )
 
     def __call__(self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> dict[str, float]:
-        scorer = EncoderScorer(
+        return evaluate_scorer(self.scorer(model, tokenizer), self.catalog, self.annotations, ks=self.ks)
+
+    def scorer(self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> Scorer:
+        """How the model in training ranks the catalog: its embeddings under ``mode``."""
+        return EncoderScorer(
             model, tokenizer, mode=self.mode, batch_size=self.batch_size, max_length=self.max_length
         )
-        return evaluate_scorer(scorer, self.catalog, self.annotations, ks=self.ks)

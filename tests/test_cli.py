@@ -115,6 +115,12 @@ def test_compare_writes_table_json_and_chart(
             f"tiny={tiny_model_path}",
             "--sbert",
             f"tiny={tiny_sentence_transformer}",
+            "--recobert",
+            f"tiny={tiny_model_path}",
+            "--rerank-top-k",
+            "5",
+            "--recobert-max-length",
+            "96",
             "--max-length",
             "64",
             "--output-dir",
@@ -129,6 +135,7 @@ def test_compare_writes_table_json_and_chart(
         "tiny (Metric_Inf)",
         "SBERT tiny (Mean)",
         "SBERT tiny (Metric_Inf)",
+        "tiny (4 scores, top 5 re-ranked)",
     ]
     table = (out_dir / "results.md").read_text()
     assert all(f"| {name} |" in table for name in names) and table.strip() in capsys.readouterr().out

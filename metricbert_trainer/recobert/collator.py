@@ -1,0 +1,84 @@
+"""The RecoBERT collator: (title, description) pairs, half of them mismatched, masked for MLM."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from transformers import DataCollatorForLanguageModeling, PreTrainedTokenizerBase
+from transformers.data.data_collator import DataCollatorMixin
+
+from ..collator import build_masker
+from .pairs import encode_pairs
+
+
+@dataclass
+class RecoBertCollator(DataCollatorMixin):
+    """Turns catalog items into RecoBERT's title-description matching examples.
+
+    Row ``i`` pairs item ``i``'s title with its own description (``tdm_labels[i] = 1``) or, with
+    probability ``negative_probability``, with the description of another item of the batch drawn
+    uniformly (label 0). The trainer shuffles the catalog, so a batch is a random sample of it and
+    "another item of the batch" is a random other catalog item, without the collator holding the
+    catalog. A drawn description whose text equals the item's own is labelled 1: it is a match.
+    Each pair is one joint input (``recobert.pairs.encode_pairs``) with ``title_mask`` and
+    ``description_mask`` over its two segments; ``mlm_probability`` of its real tokens are masked
+    with BERT's 80/10/10 recipe (``labels``, -100 elsewhere). Randomness comes from torch's
+    generator, which the Trainer seeds.
+
+    Example:
+        >>> collator = RecoBertCollator(tokenizer)
+        >>> batch = collator(items)  # input_ids, ..., title_mask, description_mask, labels, tdm_labels
+    """
+
+    tokenizer: PreTrainedTokenizerBase
+    fields: Sequence[str] = ("title", "description")
+    max_length: int = 256
+    mlm_probability: float = 0.15
+    negative_probability: float = 0.5
+    pad_to_multiple_of: int | None = None
+    return_tensors: str = "pt"
+    _masker: DataCollatorForLanguageModeling | None = field(default=None, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if len(self.fields) != 2:
+            raise ValueError(f"RecoBERT pairs exactly two fields (title, description); got {self.fields}.")
+        if not 0.0 <= self.negative_probability <= 1.0:
+            raise ValueError(f"negative_probability must be in [0, 1]; got {self.negative_probability}.")
+        self._masker = build_masker(self.tokenizer, self.mlm_probability)
+
+    def torch_call(self, features: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
+        title_field, description_field = self.fields
+        titles = [str(feature[title_field]) for feature in features]
+        descriptions = [str(feature[description_field]) for feature in features]
+        partners = self.draw_partners(len(features))
+        paired = [descriptions[j] for j in partners.tolist()]
+        labels = torch.tensor(
+            [float(paired[i] == descriptions[i]) for i in range(len(features))], dtype=torch.float32
+        )
+        batch = encode_pairs(
+            self.tokenizer,
+            titles,
+            paired,
+            max_length=self.max_length,
+            pad_to_multiple_of=self.pad_to_multiple_of,
+        )
+        never_masked = batch.pop("special_tokens_mask")
+        if self._masker is not None:
+            batch["input_ids"], batch["labels"] = self._masker.torch_mask_tokens(
+                batch["input_ids"], special_tokens_mask=never_masked
+            )
+        batch["tdm_labels"] = labels
+        return batch
+
+    def draw_partners(self, batch_size: int) -> torch.Tensor:
+        """Row ``i``'s description comes from row ``partners[i]``: itself, or another row."""
+        partners = torch.arange(batch_size)
+        if batch_size < 2:
+            return partners
+        negative = torch.rand(batch_size) < self.negative_probability
+        # An offset in [1, batch_size) from i lands uniformly on the other rows.
+        offsets = torch.randint(1, batch_size, (batch_size,))
+        return torch.where(negative, (partners + offsets) % batch_size, partners)

@@ -1,0 +1,82 @@
+"""``RecoBertTrainer``: RecoBERT's MLM + title-description matching objective on the shared trainer."""
+
+from __future__ import annotations
+
+from .. import catalog_trainer
+from ..modeling import enable_metric_forward
+from .collator import RecoBertCollator
+from .config import RecoBertConfig
+from .inference import RecoBertRankingEvaluator
+from .scores import tdm_loss, tdm_score
+
+
+class RecoBertTrainer(catalog_trainer.CatalogTrainer):
+    """Trains an ``AutoModelForMaskedLM`` with ``L = mlm_weight * L_MLM + tdm_weight * L_TDM``.
+
+    Each training example is one joint (title, description) input whose description is the item's
+    own or another's (``RecoBertCollator``); the title and description vectors are mean-pooled
+    over their segments of the joint output and scored by ``C_TDM``. Each step logs ``mlm_loss``,
+    ``tdm_loss``, ``tdm_accuracy`` (pairs on the right side of 0.5) and the mean score of matched
+    and mismatched pairs (``tdm_score_matched``, ``tdm_score_mismatched``), whose gap is what
+    inference ranks on. Ranking evaluation, logging and the model card are ``CatalogTrainer``'s;
+    pass a ``recobert.inference.RecoBertRankingEvaluator`` to rank with the four-score inference.
+    """
+
+    _tag_names = ["recobert", "metricbert", "sentence-similarity"]
+
+    def __init__(self, model, args: RecoBertConfig, *positional, **kwargs) -> None:
+        enable_metric_forward(model)
+        super().__init__(model, args, *positional, **kwargs)
+
+    @classmethod
+    def default_ranking_evaluator(
+        cls, catalog, annotations, args: RecoBertConfig
+    ) -> RecoBertRankingEvaluator:
+        """The four-score inference with the configured weights, re-ranking the top ``rerank_top_k``."""
+        return RecoBertRankingEvaluator(
+            catalog=catalog,
+            annotations=annotations,
+            batch_size=args.per_device_eval_batch_size,
+            max_length=args.max_length,
+            weights=args.inference_weights,
+            rerank_top_k=args.rerank_top_k,
+            show_progress=not args.disable_tqdm,
+        )
+
+    def build_collator(self, tokenizer, args: RecoBertConfig) -> RecoBertCollator:
+        return RecoBertCollator(
+            tokenizer,
+            fields=self.fields,
+            max_length=args.max_length,
+            mlm_probability=args.mlm_probability,
+            negative_probability=args.negative_probability,
+        )
+
+    def compute_loss(self, model, inputs, return_outputs: bool = False, num_items_in_batch=None):
+        args: RecoBertConfig = self.args
+        outputs = model(pair_batch=inputs)
+        scores = tdm_score(outputs["title_embeddings"], outputs["description_embeddings"])
+        labels = inputs["tdm_labels"]
+        matching = tdm_loss(scores, labels)
+        loss = args.tdm_weight * matching
+        if args.mlm_weight > 0:
+            loss = loss + args.mlm_weight * outputs["mlm_loss"]
+        detached, matched = scores.detach(), labels > 0.5
+        statistics = {
+            "mlm_loss": float(outputs["mlm_loss"].detach()),
+            "tdm_loss": float(matching.detach()),
+            "tdm_accuracy": float(((detached > 0.5) == matched).float().mean()),
+        }
+        if matched.any():
+            statistics["tdm_score_matched"] = float(detached[matched].mean())
+        if not matched.all():
+            statistics["tdm_score_mismatched"] = float(detached[~matched].mean())
+        self.record(statistics)
+        return (loss, outputs) if return_outputs else loss
+
+    def objective_card_section(self) -> str:
+        return (
+            "## RecoBERT objective\n\n"
+            "`L = mlm_weight * L_MLM + tdm_weight * L_TDM`, `C_TDM = (1 + cos(F^t, F^d)) / 2` on the joint "
+            "title-description encoding, with:\n\n" + self.config_block(self.args.loss_config())
+        )
