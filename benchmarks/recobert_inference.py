@@ -20,6 +20,7 @@ Writes ``inference.json`` and ``inference.md`` to ``--output-dir`` and prints th
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import statistics
 import sys
@@ -119,15 +120,7 @@ def main(argv: list[str] | None = None) -> None:
     subset = Annotations(
         similar={seed: annotations.similar[seed] for seed in sample}, source=annotations.source
     )
-    full_scorer = RecoBertScorer(
-        model,
-        tokenizer,
-        rerank_top_k=None,
-        batch_size=args.batch_size,
-        max_length=args.max_length,
-        precision=args.precision,
-        show_progress=True,
-    )
+    full_scorer = dataclasses.replace(scorer, rerank_top_k=None)
     started = time.perf_counter()
     full = full_scorer.scores(catalog, subset.seeds)
     full_seconds = time.perf_counter() - started

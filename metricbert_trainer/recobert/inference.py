@@ -30,6 +30,7 @@ from ..baselines import Scorer
 from ..catalog import Catalog
 from ..encoding import inference_autocast
 from ..evaluation import RankingEvaluator
+from ..modeling import PAIR_ENCODER_KEYS
 from ..pooling import mean_pool
 from .config import SCORE_NAMES
 from .pairs import encode_pairs
@@ -267,11 +268,7 @@ class PairEncoder:
                         [self.descriptions[i] for i in description_index[positions]],
                         max_length=self.max_length,
                     )
-                    inputs = {
-                        name: batch[name].to(device)
-                        for name in ("input_ids", "attention_mask", "token_type_ids")
-                        if name in batch
-                    }
+                    inputs = {name: batch[name].to(device) for name in PAIR_ENCODER_KEYS if name in batch}
                     hidden = encoder(**inputs).last_hidden_state.float()
                     titles = mean_pool(hidden, batch["title_mask"].to(device)).cpu()
                     descriptions = mean_pool(hidden, batch["description_mask"].to(device)).cpu()

@@ -16,8 +16,7 @@ from collections.abc import Sequence
 import torch
 from transformers import PreTrainedTokenizerBase
 
-# Keys of a pair batch, besides the MLM ``labels`` the collator adds.
-PAIR_KEYS = ("input_ids", "attention_mask", "token_type_ids", "title_mask", "description_mask")
+from ..modeling import PAIR_ENCODER_KEYS
 
 
 def encode_pairs(
@@ -59,7 +58,7 @@ def encode_pairs(
         ],
         dtype=torch.long,
     ).reshape(encoded["input_ids"].shape)
-    batch = {name: encoded[name] for name in PAIR_KEYS[:3] if name in encoded}
+    batch = {name: encoded[name] for name in PAIR_ENCODER_KEYS if name in encoded}
     batch["special_tokens_mask"] = encoded["special_tokens_mask"].bool() | (encoded["attention_mask"] == 0)
     batch["title_mask"] = segments == 0
     batch["description_mask"] = segments == 1
