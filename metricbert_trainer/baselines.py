@@ -133,6 +133,8 @@ class EncoderScorer(VectorScorer):
     """A Hugging Face encoder (MetricBERT or zero-shot): mean-pooled last layer, angular distance.
 
     ``mode="metric_inf"`` is the paper's Metric_Inf; ``"concat"`` its "Mean" rows.
+    ``across_processes`` shares the encoding among the processes of a distributed run, all of
+    which must then score together (``encoding.encode_texts``).
     """
 
     model: PreTrainedModel
@@ -144,6 +146,7 @@ class EncoderScorer(VectorScorer):
     max_length: int = 128
     cache_path: str | Path | None = None
     show_progress: bool = False
+    across_processes: bool = False
 
     def item_vectors(self, catalog: Catalog) -> dict[str, Matrix]:
         return encode_catalog(
@@ -155,6 +158,7 @@ class EncoderScorer(VectorScorer):
             max_length=self.max_length,
             cache_path=self.cache_path,
             show_progress=self.show_progress,
+            across_processes=self.across_processes,
         )
 
 

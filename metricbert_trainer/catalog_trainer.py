@@ -20,6 +20,7 @@ from transformers import PreTrainedModel, Trainer, TrainingArguments
 from .annotations import Annotations
 from .catalog import Catalog
 from .evaluation import RankingEvaluator as EmbeddingRankingEvaluator
+from .modeling import freeze_mlm_head
 
 RankingEvaluator = Callable[[PreTrainedModel, object], dict[str, float]]
 
@@ -56,6 +57,8 @@ class CatalogTrainer(Trainer):
                 f"A training batch pairs exactly two fields (title and description); got {fields}."
             )
         self.fields = tuple(fields)
+        if args.mlm_weight == 0:
+            freeze_mlm_head(model)
         if data_collator is None:
             if processing_class is None:
                 raise ValueError("Pass processing_class (the tokenizer) or a data_collator.")

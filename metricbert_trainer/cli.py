@@ -4,6 +4,7 @@
     metricbert recommend --model PATH --catalog CSV --item ID [--top-k 10]
     metricbert compare --catalog CSV --annotations FILE --baselines tfidf lda --models PATH [...]
         [--sbert PATH ...] [--recobert PATH ...] --output-dir DIR
+    metricbert consolidate CHECKPOINT OUTPUT_DIR   (a DeepSpeed ZeRO checkpoint -> a plain model)
 
 Model paths may be plain Hugging Face folders or sentence-transformers folders; ``NAME=PATH``
 names a model's rows in the tables. Everything is computed by the library's scorers, ranking and
@@ -33,6 +34,7 @@ from metricbert_trainer.baselines import (
     load_sentence_transformer,
 )
 from metricbert_trainer.catalog import Catalog, CatalogError, load_catalog
+from metricbert_trainer.consolidate import consolidate_zero_checkpoint
 from metricbert_trainer.encoding import PRECISIONS
 from metricbert_trainer.evaluation import evaluate_scorer
 from metricbert_trainer.ranking import CONCAT, METRIC_INF, catalog_views, mode_label, top_k
@@ -194,6 +196,19 @@ def build_parser() -> argparse.ArgumentParser:
         "--output-dir", required=True, help="Folder for results.md, results.json and results.png."
     )
     compare.set_defaults(command=run_compare)
+
+    consolidate = commands.add_parser(
+        "consolidate",
+        help="Merge a DeepSpeed ZeRO checkpoint's partitions into an ordinary fp32 model folder.",
+    )
+    consolidate.add_argument(
+        "checkpoint", help="A Trainer checkpoint folder (checkpoint-N) saved under DeepSpeed."
+    )
+    consolidate.add_argument("output_dir", help="Folder for the consolidated model, config and tokenizer.")
+    consolidate.add_argument(
+        "--tag", default=None, help="The global_step folder to read (default: the one 'latest' names)."
+    )
+    consolidate.set_defaults(command=run_consolidate)
     return parser
 
 
@@ -251,6 +266,12 @@ def run_recommend(args: argparse.Namespace) -> int:
         zip(neighbours.indices[0], neighbours.distances[0], strict=True), 1
     ):
         print(f"| {rank} | {ids[index]} | {_cell(titles[index])} | {distance:.4f} |")
+    return 0
+
+
+def run_consolidate(args: argparse.Namespace) -> int:
+    output_dir = consolidate_zero_checkpoint(args.checkpoint, args.output_dir, tag=args.tag)
+    print(f"Wrote {output_dir}: load it with AutoModel.from_pretrained({str(output_dir)!r}).")
     return 0
 
 

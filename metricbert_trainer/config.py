@@ -6,14 +6,22 @@ are checked when the configuration is built, so a typo fails before any model is
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 
+import torch
 from transformers import TrainingArguments
 
 from .distances import Distance
 from .losses import Objective, build_loss
 from .mining import Anchors, Mining, NegativePool
 from .modeling import DEFAULT_MODEL, PoolingInput
+
+
+def launched_without_accelerator() -> bool:
+    """Whether this is one of several processes (torchrun, ``accelerate launch``) on a machine
+    with no GPU or other accelerator: they can still train together, on the CPU over gloo."""
+    return int(os.environ.get("WORLD_SIZE", "1")) > 1 and not torch.accelerator.is_available()
 
 
 @dataclass
@@ -39,6 +47,9 @@ class CatalogTrainingArguments(TrainingArguments):
     logging_steps: float = field(default=10, metadata={"help": "Log the loss terms every X update steps."})
 
     def __post_init__(self) -> None:
+        if not self.use_cpu and launched_without_accelerator():
+            # transformers would otherwise leave the processes unjoined, each training alone.
+            self.use_cpu = True
         super().__post_init__()
         if self.mlm_weight < 0:
             raise ValueError(f"mlm_weight must be >= 0; got {self.mlm_weight}.")
@@ -121,6 +132,13 @@ class MetricBertConfig(CatalogTrainingArguments):
             "positive (GISTEmbed-style guided selection with the frozen starting model as the guide)."
         },
     )
+    gather_across_devices: bool = field(
+        default=True,
+        metadata={
+            "help": "With several processes (DDP, DeepSpeed, FSDP), mine each anchor's negatives from the batches of "
+            "all processes rather than its own; off: each process mines its own batch."
+        },
+    )
     guide_diagnostics: bool = field(
         default=True,
         metadata={
@@ -160,6 +178,7 @@ class MetricBertConfig(CatalogTrainingArguments):
             "mlm_probability": self.mlm_probability,
             "pooling_input": self.pooling_input.value,
             "false_negative_filter": self.false_negative_filter,
+            "gather_across_devices": self.gather_across_devices,
         }
 
 

@@ -23,6 +23,7 @@ from tqdm.auto import tqdm
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from metricbert_trainer.catalog import Catalog
+from metricbert_trainer.distributed import world_size
 from metricbert_trainer.pooling import mean_pool
 from metricbert_trainer.ranking import METRIC_INF, catalog_views
 
@@ -40,6 +41,7 @@ def encode_texts(
     batch_size: int = 64,
     max_length: int = 128,
     show_progress: bool = False,
+    across_processes: bool = False,
 ) -> np.ndarray:
     """Mean-pooled last-layer embeddings of ``texts`` as a float32 ``[N, hidden]`` array, in order.
 
@@ -47,6 +49,11 @@ def encode_texts(
     supported, autocast on CUDA only), through ``model.base_model`` so a checkpoint saved with its
     MLM head works as well as a bare encoder. The model's train/eval mode is restored afterwards,
     so the trainer can call this between steps.
+
+    ``across_processes``: in a distributed run, every process must call this with the same
+    texts; each encodes an equal share (every P-th text by length, so shares cost the same and,
+    under ZeRO-3 or FSDP, every process runs the same number of forwards) and all receive the
+    whole result.
     """
     texts = list(texts)
     if not texts:
@@ -56,28 +63,52 @@ def encode_texts(
     lengths = [len(ids) for ids in tokenizer(texts, truncation=True, max_length=max_length)["input_ids"]]
     # Longest first: a batch that does not fit in memory fails at once, not at the end.
     order = np.argsort(-np.asarray(lengths), kind="stable")
-    device = next(model.parameters()).device
+    processes = world_size() if across_processes else 1
     embeddings = np.empty((len(texts), model.config.hidden_size), dtype=np.float32)
+    if processes == 1:
+        embeddings[order] = _encode_rows(
+            model, tokenizer, texts, order, batch_size, max_length, show_progress
+        )
+        return embeddings
+    shares = [order[rank::processes] for rank in range(processes)]
+    share_size = len(shares[0])
+    own = shares[torch.distributed.get_rank()]
+    # Shares differ by at most one text; repeating one keeps every process's batch count equal.
+    padded = np.concatenate([own, np.repeat(order[:1], share_size - len(own))])
+    local = _encode_rows(model, tokenizer, texts, padded, batch_size, max_length, show_progress)
+    device = next(model.parameters()).device
+    gathered = [torch.empty(local.shape, device=device) for _ in range(processes)]
+    torch.distributed.all_gather(gathered, torch.from_numpy(local).to(device))
+    for rows, vectors in zip(shares, gathered, strict=True):
+        embeddings[rows] = vectors[: len(rows)].cpu().numpy()
+    return embeddings
+
+
+def _encode_rows(model, tokenizer, texts, rows, batch_size, max_length, show_progress) -> np.ndarray:
+    """The embeddings of ``texts[rows]``, in the order of ``rows``, in batches of consecutive rows."""
+    device = next(model.parameters()).device
+    vectors = np.empty((len(rows), model.config.hidden_size), dtype=np.float32)
     was_training = model.training
     model.eval()
     try:
         with torch.inference_mode(), inference_autocast(device):
             for start in tqdm(
-                range(0, len(texts), batch_size), desc="Encoding", unit="batch", disable=not show_progress
+                range(0, len(rows), batch_size), desc="Encoding", unit="batch", disable=not show_progress
             ):
-                rows = order[start : start + batch_size]
                 batch = tokenizer(
-                    [texts[i] for i in rows],
+                    [texts[i] for i in rows[start : start + batch_size]],
                     padding=True,
                     truncation=True,
                     max_length=max_length,
                     return_tensors="pt",
                 ).to(device)
                 hidden = model.base_model(**batch).last_hidden_state
-                embeddings[rows] = mean_pool(hidden.float(), batch["attention_mask"]).cpu().numpy()
+                vectors[start : start + batch_size] = (
+                    mean_pool(hidden.float(), batch["attention_mask"]).cpu().numpy()
+                )
     finally:
         model.train(was_training)
-    return embeddings
+    return vectors
 
 
 def encode_catalog(
@@ -90,6 +121,7 @@ def encode_catalog(
     max_length: int = 128,
     cache_path: str | Path | None = None,
     show_progress: bool = False,
+    across_processes: bool = False,
 ) -> dict[str, np.ndarray]:
     """Embeds every item of ``catalog`` for a scoring ``mode``: one ``[N, hidden]`` matrix per view.
 
@@ -98,10 +130,12 @@ def encode_catalog(
 
     With ``cache_path``, the matrices are read from that ``.npz`` when its fingerprint (model
     weights and config, tokenizer, ``max_length``, mode and texts) matches, and otherwise encoded
-    and written there, replacing what it held.
+    and written there, replacing what it held. ``across_processes`` shares the encoding among
+    the processes of a distributed run (see ``encode_texts``).
     """
     views = catalog_views(catalog, mode)
-    if cache_path is None:
+
+    def encode_views() -> dict[str, np.ndarray]:
         return {
             name: encode_texts(
                 model,
@@ -110,21 +144,20 @@ def encode_catalog(
                 batch_size=batch_size,
                 max_length=max_length,
                 show_progress=show_progress,
+                across_processes=across_processes,
             )
             for name, texts in views.items()
         }
+
+    if cache_path is None:
+        return encode_views()
     cache_path = Path(cache_path)
     fingerprint = embedding_fingerprint(model, tokenizer, views, max_length=max_length)
     cached = _read_cache(cache_path, fingerprint, list(views))
     if cached is not None:
         logger.info("Reusing catalog embeddings from %s.", cache_path)
         return cached
-    embeddings = {
-        name: encode_texts(
-            model, tokenizer, texts, batch_size=batch_size, max_length=max_length, show_progress=show_progress
-        )
-        for name, texts in views.items()
-    }
+    embeddings = encode_views()
     _write_cache(cache_path, fingerprint, embeddings)
     return embeddings
 

@@ -83,7 +83,13 @@ class RankingEvaluator:
         return evaluate_scorer(self.scorer(model, tokenizer), self.catalog, self.annotations, ks=self.ks)
 
     def scorer(self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> Scorer:
-        """How the model in training ranks the catalog: its embeddings under ``mode``."""
+        """How the model in training ranks the catalog: its embeddings under ``mode``. The trainer
+        evaluates on every process at once, so in a distributed run they share the encoding."""
         return EncoderScorer(
-            model, tokenizer, mode=self.mode, batch_size=self.batch_size, max_length=self.max_length
+            model,
+            tokenizer,
+            mode=self.mode,
+            batch_size=self.batch_size,
+            max_length=self.max_length,
+            across_processes=True,
         )

@@ -24,10 +24,16 @@ from .pooling import mean_pool
 
 
 class StartingModelGuide:
-    """A frozen copy of ``model`` (taken at construction) that embeds a batch's elements."""
+    """A frozen copy of ``model`` (taken at construction) that embeds a batch's elements.
+
+    The copy is whole on every process, also when the model's parameters are already partitioned
+    by DeepSpeed ZeRO-3 (transformers loads them so under a ZeRO-3 config): the guide runs
+    outside the training engine, on each process's own batch, and a BERT-Large encoder (1.3 GB in
+    fp32) fits beside its partitioned twin.
+    """
 
     def __init__(self, model: PreTrainedModel) -> None:
-        self.encoder = copy.deepcopy(model.base_model).eval().requires_grad_(False)
+        self.encoder = whole_copy(model.base_model).eval().requires_grad_(False)
 
     @torch.no_grad()
     def embed(self, batch: dict[str, torch.Tensor], fields: tuple[str, ...]) -> torch.Tensor:
@@ -62,3 +68,19 @@ class StartingModelGuide:
         positive = paired_distance(anchors, guide_vectors[positive_index], Distance.ANGULAR)
         negative = paired_distance(anchors, guide_vectors[negative_index], Distance.ANGULAR)
         return float((negative < positive).float().mean())
+
+
+def whole_copy(module: torch.nn.Module) -> torch.nn.Module:
+    """A deep copy of ``module`` with plain, complete parameters, gathering ZeRO-3 partitions first."""
+    if not any(hasattr(parameter, "ds_id") for parameter in module.parameters()):
+        return copy.deepcopy(module)
+    import deepspeed
+
+    with deepspeed.zero.GatheredParameters(list(module.parameters())):
+        duplicate = copy.deepcopy(module)
+        # The copies still carry ZeRO's bookkeeping; plain parameters drop it.
+        for owner in duplicate.modules():
+            for name, parameter in list(owner._parameters.items()):
+                if parameter is not None:
+                    owner._parameters[name] = torch.nn.Parameter(parameter.data.clone(), requires_grad=False)
+    return duplicate

@@ -75,6 +75,26 @@ def find_mlm_head(model: PreTrainedModel) -> torch.nn.Module | None:
     return None
 
 
+def freeze_mlm_head(model: PreTrainedModel) -> list[str]:
+    """Stops training the MLM head's own parameters (not the word embeddings its decoder shares).
+
+    When no MLM term is in the loss the head gets no gradient; frozen, it also needs none, so
+    DDP does not wait for it (which with activation checkpointing, where DDP cannot search for
+    unused parameters, fails the second step) and the optimiser holds no state for it. Returns
+    the names of the frozen parameters.
+    """
+    head = find_mlm_head(model)
+    if head is None:
+        return []
+    encoder = {id(parameter) for parameter in model.base_model.parameters()}
+    frozen = []
+    for name, parameter in head.named_parameters():
+        if id(parameter) not in encoder and parameter.requires_grad:
+            parameter.requires_grad_(False)
+            frozen.append(name)
+    return frozen
+
+
 def enable_metric_forward(model: PreTrainedModel) -> PreTrainedModel:
     """Lets ``model(metric_batch=batch, fields=..., pooling_input=...)`` run the MetricBERT pass
     and ``model(pair_batch=batch)`` the RecoBERT pass.

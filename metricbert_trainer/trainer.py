@@ -10,6 +10,7 @@ from transformers import PreTrainedModel
 from .catalog_trainer import CatalogTrainer, RankingEvaluator
 from .collator import MetricBertCollator
 from .config import MetricBertConfig
+from .distributed import gather_with_grad, share_of_global_mean, world_size
 from .guide import StartingModelGuide
 from .losses import build_loss, embedding_spread
 from .modeling import enable_metric_forward
@@ -25,6 +26,11 @@ class MetricBertTrainer(CatalogTrainer):
     ``triplet_loss`` (``<objective>_loss`` for another ``MetricBertConfig.objective``), the
     mining statistics and the batch's embedding spread next to ``loss``. Ranking evaluation,
     logging across processes and the model card come from ``CatalogTrainer``.
+
+    With several processes (DDP, DeepSpeed, FSDP) and ``gather_across_devices``, the pooled
+    embeddings of every process are gathered and each process's anchors mine the global batch;
+    the loss is weighted so that training equals one process on the whole batch
+    (``distributed``).
     """
 
     _tag_names = ["metricbert", "sentence-similarity", "metric-learning"]
@@ -66,19 +72,32 @@ class MetricBertTrainer(CatalogTrainer):
     def compute_loss(self, model, inputs, return_outputs: bool = False, num_items_in_batch=None):
         args: MetricBertConfig = self.args
         outputs = model(metric_batch=inputs, fields=self.fields, pooling_input=args.pooling_input)
-        titles, descriptions = outputs["embeddings"][0], outputs["embeddings"][1]
+        embeddings, shard = outputs["embeddings"], None
+        if self.gathers_across_processes:
+            embeddings, shard = gather_with_grad(embeddings, dim=1)
+        titles, descriptions = embeddings[0], embeddings[1]
         guide_vectors = excluded = None
         if self.guide is not None and (args.false_negative_filter or self._is_logging_step()):
             guide_vectors = self.guide.embed(inputs, self.fields)
+            if shard is not None:
+                # [titles; descriptions] of this process -> the same layout over the global batch.
+                local = guide_vectors.view(2, -1, guide_vectors.shape[-1])
+                guide_vectors = gather_with_grad(local, dim=1)[0].flatten(0, 1)
         if args.false_negative_filter:
-            anchor_index, positive_index = self.metric_loss.anchors_and_positives(len(titles), titles.device)
+            anchor_index, positive_index = self.metric_loss.anchors_and_positives(
+                len(titles), titles.device, shard
+            )
             excluded = self.guide.closer_than_positive(guide_vectors, anchor_index, positive_index)
-        metric = self.metric_loss(titles, descriptions, excluded)
+        metric = self.metric_loss(titles, descriptions, excluded, shard)
         loss = args.triplet_weight * metric.loss
+        mlm_loss = outputs["mlm_loss"]
+        if shard is not None:
+            # Per masked token of every process; its mean over processes (as logged) is that mean.
+            mlm_loss = share_of_global_mean(mlm_loss * outputs["mlm_tokens"], outputs["mlm_tokens"], shard)
         if args.mlm_weight > 0:
-            loss = loss + args.mlm_weight * outputs["mlm_loss"]
+            loss = loss + args.mlm_weight * mlm_loss
         statistics = {
-            "mlm_loss": float(outputs["mlm_loss"].detach()),
+            "mlm_loss": float(mlm_loss.detach()),
             f"{self.metric_loss.name}_loss": float(metric.loss.detach()),
             "embedding_spread": embedding_spread(torch.cat([titles, descriptions])),
             **metric.statistics,
@@ -91,6 +110,11 @@ class MetricBertTrainer(CatalogTrainer):
             )
         self.record(statistics)
         return (loss, outputs) if return_outputs else loss
+
+    @property
+    def gathers_across_processes(self) -> bool:
+        """Whether negatives are mined from the batch of every process (``gather_across_devices``)."""
+        return self.args.gather_across_devices and world_size() > 1
 
     def _is_logging_step(self) -> bool:
         """Whether the update this micro-batch belongs to will be logged (or is the first)."""

@@ -1,9 +1,16 @@
 import pytest
+from conftest import REPO_ROOT
 
 from metricbert_trainer.arguments import parse_recipe_args
-from metricbert_trainer.config import DataArguments, MetricBertConfig, ModelArguments
+from metricbert_trainer.config import (
+    DataArguments,
+    MetricBertConfig,
+    ModelArguments,
+    launched_without_accelerator,
+)
 from metricbert_trainer.losses import LogisticTripletLoss, TripletLoss, build_loss
 from metricbert_trainer.mining import Mining
+from metricbert_trainer.recobert import RecoBertConfig
 
 TYPES = (ModelArguments, DataArguments, MetricBertConfig)
 
@@ -70,7 +77,7 @@ def test_every_loss_option_is_reachable_from_the_yaml_config(tmp_path):
         "objective: cosine\npositive_margin: 0.9\nnegative_margin: -0.5\nscale: 10\n"
         "distance: euclidean\nmining: semi_hard\nanchors: title\nnegative_pool: other_field\n"
         "triplet_weight: 0.5\nmlm_weight: 1.0\nmlm_probability: 0.2\npooling_input: unmasked\n"
-        "false_negative_filter: false\n",
+        "false_negative_filter: false\ngather_across_devices: false\n",
     )
     _, _, training = parse_recipe_args(TYPES, ["--config", config])
     assert training.loss_config() == {
@@ -86,6 +93,7 @@ def test_every_loss_option_is_reachable_from_the_yaml_config(tmp_path):
         "mlm_probability": 0.2,
         "pooling_input": "unmasked",
         "false_negative_filter": False,
+        "gather_across_devices": False,
     }
     # The remaining objectives' own settings, and a CLI flag over the YAML value.
     _, _, training = parse_recipe_args(TYPES, ["--config", config, "--objective", "mnrl", "--mining", "hard"])
@@ -110,3 +118,39 @@ def test_unknown_objective_lists_valid_ones(tmp_path):
 def test_objective_settings_checked_before_any_model_loads():
     with pytest.raises(ValueError, match="does not apply to objective mnrl"):
         MetricBertConfig(output_dir="out", objective="mnrl", mining="random")
+
+
+@pytest.mark.parametrize(
+    "config",
+    sorted(
+        path
+        for path in (REPO_ROOT / "recipes" / "wines").glob("*.yaml")
+        if path.name not in ("study.yaml", "ablation.yaml")  # study files, read by Study
+    ),
+    ids=lambda path: path.name,
+)
+def test_every_shipped_recipe_config_parses(config):
+    config_class = RecoBertConfig if config.name.startswith("recobert") else MetricBertConfig
+    # --use_cpu: the GPU configs ask for bf16, which transformers refuses on a GPU-less machine otherwise.
+    model, data, training = parse_recipe_args(
+        (ModelArguments, DataArguments, config_class), ["--config", str(config), "--use_cpu", "true"]
+    )
+    assert model.model_name_or_path and (REPO_ROOT / data.catalog).is_file()
+    assert (REPO_ROOT / data.annotations).is_file()
+
+
+@pytest.mark.parametrize("config", ["bert_large.yaml", "roberta_large.yaml"])
+def test_large_model_configs_are_sized_for_one_gpu(config):
+    _, _, training = parse_recipe_args(
+        TYPES, ["--config", f"{REPO_ROOT}/recipes/wines/{config}", "--use_cpu", "true"]
+    )
+    assert training.bf16 and training.activation_checkpointing and training.max_length == 256
+    assert training.gather_across_devices and training.gradient_accumulation_steps == 1
+
+
+def test_processes_launched_without_an_accelerator_train_on_the_cpu(monkeypatch):
+    # The end-to-end check is tests/test_distributed.py, whose launches never pass --use_cpu.
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    assert launched_without_accelerator()
+    monkeypatch.setenv("WORLD_SIZE", "1")
+    assert not launched_without_accelerator()

@@ -167,6 +167,8 @@ def test_errors_are_reported_not_raised(files, tiny_model_path, tmp_path, capsys
         == 1
     )
     assert "Nothing to compare" in capsys.readouterr().err
+    assert main(["consolidate", tiny_model_path, str(tmp_path / "merged")]) == 1
+    assert "is not a DeepSpeed checkpoint" in capsys.readouterr().err
 
 
 @pytest.mark.slow

@@ -6,6 +6,7 @@ from metricbert_trainer.modeling import (
     _metric_forward,
     enable_metric_forward,
     find_mlm_head,
+    freeze_mlm_head,
     load_masked_lm,
     resolve_model_name,
 )
@@ -88,3 +89,14 @@ def test_unmasked_pooling_sees_the_original_tokens(tiny_model_path, tokenizer):
 def test_default_model_resolves_to_the_offline_copy(minilm_path):
     assert resolve_model_name("sentence-transformers/all-MiniLM-L6-v2") == minilm_path
     assert resolve_model_name("bert-base-uncased") == "bert-base-uncased"
+
+
+def test_freezing_the_mlm_head_keeps_the_shared_word_embeddings_trainable(tiny_model_path):
+    model = load_masked_lm(tiny_model_path)
+    frozen = freeze_mlm_head(model)
+    assert "predictions.transform.dense.weight" in frozen and "predictions.bias" in frozen
+    assert model.get_input_embeddings().weight.requires_grad
+    assert all(parameter.requires_grad for parameter in model.base_model.parameters())
+    head = find_mlm_head(model)
+    trainable = {id(parameter) for parameter in model.base_model.parameters()}
+    assert all(not p.requires_grad for p in head.parameters() if id(p) not in trainable)

@@ -14,6 +14,7 @@ import torch
 from torch import nn
 
 from ..distances import Distance, pairwise_distance
+from ..distributed import ProcessShard, share_of_global_mean
 from ..mining import (
     Anchors,
     Mining,
@@ -67,11 +68,13 @@ class MinedBatch:
 
 
 class InBatchLoss(nn.Module):
-    """Base of the objectives: mines the batch, then hands it to ``objective``.
+    """Base of the objectives: mines the batch, then hands it to ``anchor_losses``.
 
-    Subclasses set ``name`` (what configs spell) and implement ``objective(batch)`` returning a
-    scalar; ``objective_statistics`` may add objective-specific diagnostics. Their constructors
-    pass ``**mining_options`` (``distance``, ``mining``, ``anchors``, ``negative_pool``) here.
+    Subclasses set ``name`` (what configs spell) and implement ``anchor_losses(batch)`` returning
+    one loss per anchor, which the base averages (over every process's anchors when the batch is
+    gathered across processes); ``objective_statistics`` may add objective-specific diagnostics.
+    Their constructors pass ``**mining_options`` (``distance``, ``mining``, ``anchors``,
+    ``negative_pool``) here.
     ``distance`` always chooses the mined negative and the logged ``mean_d_ap``/``mean_d_an``;
     only the triplet loss also optimises it, the other objectives score pairs by their cosine.
     """
@@ -91,7 +94,8 @@ class InBatchLoss(nn.Module):
         self.anchors = Anchors(anchors)
         self.negative_pool = NegativePool(negative_pool)
 
-    def objective(self, batch: MinedBatch) -> torch.Tensor:
+    def anchor_losses(self, batch: MinedBatch) -> torch.Tensor:
+        """[A]: each anchor's term of the loss."""
         raise NotImplementedError
 
     def objective_statistics(self, batch: MinedBatch) -> dict[str, float]:
@@ -108,26 +112,40 @@ class InBatchLoss(nn.Module):
         }
 
     def anchors_and_positives(
-        self, num_items: int, device: torch.device
+        self, num_items: int, device: torch.device, shard: ProcessShard | None = None
     ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Element indices of the anchors (only ``shard``'s items' when given) and their positives."""
         anchor_index, positive_index = anchor_and_positive_indices(num_items, self.anchors)
+        if shard is not None:
+            own = shard.owns(anchor_index % num_items)
+            anchor_index, positive_index = anchor_index[own], positive_index[own]
         return anchor_index.to(device), positive_index.to(device)
 
     def forward(
-        self, titles: torch.Tensor, descriptions: torch.Tensor, excluded: torch.Tensor | None = None
+        self,
+        titles: torch.Tensor,
+        descriptions: torch.Tensor,
+        excluded: torch.Tensor | None = None,
+        shard: ProcessShard | None = None,
     ) -> LossOutput:
         """``titles`` and ``descriptions`` are [B, H], row ``i`` of both from item ``i``.
-        ``excluded`` ([A, 2B], optional) removes candidates from mining, e.g. suspected false
-        negatives; anchors left with no candidate do not contribute to the loss."""
+
+        ``excluded`` ([A, 2B], optional, rows in ``anchors_and_positives`` order) removes
+        candidates from mining, e.g. suspected false negatives; anchors left with no candidate do
+        not contribute to the loss. With ``shard`` the rows are the batch gathered from every
+        process (``distributed.gather_with_grad``): only this process's items anchor, every
+        gathered element is a candidate, and the loss is this process's share of the global mean.
+        """
         elements = torch.cat([titles, descriptions])
-        anchor_index, positive_index = self.anchors_and_positives(titles.shape[0], elements.device)
+        anchor_index, positive_index = self.anchors_and_positives(titles.shape[0], elements.device, shard)
         allowed = negative_candidates(anchor_index, positive_index, len(elements), self.negative_pool)
         if excluded is not None:
             allowed &= ~excluded
             keep = allowed.any(dim=1)
             anchor_index, positive_index, allowed = anchor_index[keep], positive_index[keep], allowed[keep]
         if len(anchor_index) == 0:
-            zero = elements.sum() * 0.0
+            # Still reduced, so every process takes part in the same collectives.
+            zero = share_of_global_mean(elements.sum() * 0.0, 0, shard)
             return LossOutput(zero, {}, anchor_index, positive_index, anchor_index)
         distances = pairwise_distance(elements[anchor_index], elements, self.distance)
         rows = torch.arange(len(anchor_index), device=elements.device)
@@ -137,7 +155,8 @@ class InBatchLoss(nn.Module):
             **mining_statistics(batch.positive_distance, batch.negative_distance),
             **self.objective_statistics(batch),
         }
-        return LossOutput(self.objective(batch), statistics, anchor_index, positive_index, negative_index)
+        loss = share_of_global_mean(self.anchor_losses(batch).sum(), len(anchor_index), shard)
+        return LossOutput(loss, statistics, anchor_index, positive_index, negative_index)
 
 
 def mining_statistics(positive_distance: torch.Tensor, negative_distance: torch.Tensor) -> dict[str, float]:

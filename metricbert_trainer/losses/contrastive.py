@@ -50,10 +50,10 @@ class ContrastiveLoss(InBatchLoss):
             "negative_margin": self.negative_margin,
         }
 
-    def objective(self, batch: MinedBatch) -> torch.Tensor:
+    def anchor_losses(self, batch: MinedBatch) -> torch.Tensor:
         positive = paired_cosine(batch.elements, batch.anchor_index, batch.positive_index)
         negative = paired_cosine(batch.elements, batch.anchor_index, batch.negative_index)
-        return (F.relu(self.positive_margin - positive) + F.relu(negative - self.negative_margin)).mean()
+        return F.relu(self.positive_margin - positive) + F.relu(negative - self.negative_margin)
 
 
 class CosineLoss(ContrastiveLoss):

@@ -43,7 +43,7 @@ class MultipleNegativesRankingLoss(InBatchLoss):
     def get_config_dict(self) -> dict[str, object]:
         return {**super().get_config_dict(), "scale": self.scale}
 
-    def objective(self, batch: MinedBatch) -> torch.Tensor:
+    def anchor_losses(self, batch: MinedBatch) -> torch.Tensor:
         anchors = F.normalize(batch.elements[batch.anchor_index].float(), dim=-1)
         elements = F.normalize(batch.elements.float(), dim=-1)
         logits = self.scale * anchors @ elements.T
@@ -51,7 +51,7 @@ class MultipleNegativesRankingLoss(InBatchLoss):
         candidates = batch.allowed.clone()
         candidates[rows, batch.positive_index] = True
         logits = logits.masked_fill(~candidates, float("-inf"))
-        return F.cross_entropy(logits, batch.positive_index)
+        return F.cross_entropy(logits, batch.positive_index, reduction="none")
 
 
 class LogisticTripletLoss(InBatchLoss):
@@ -65,7 +65,7 @@ class LogisticTripletLoss(InBatchLoss):
 
     name = "logistic_triplet"
 
-    def objective(self, batch: MinedBatch) -> torch.Tensor:
+    def anchor_losses(self, batch: MinedBatch) -> torch.Tensor:
         positive = paired_cosine(batch.elements, batch.anchor_index, batch.positive_index)
         negative = paired_cosine(batch.elements, batch.anchor_index, batch.negative_index)
-        return -F.logsigmoid(positive - negative).mean()
+        return -F.logsigmoid(positive - negative)

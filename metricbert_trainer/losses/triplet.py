@@ -40,8 +40,8 @@ class TripletLoss(InBatchLoss):
     def get_config_dict(self) -> dict[str, object]:
         return {**super().get_config_dict(), "margin": self.margin}
 
-    def objective(self, batch: MinedBatch) -> torch.Tensor:
-        return F.relu(self.margin + batch.positive_distance - batch.negative_distance).mean()
+    def anchor_losses(self, batch: MinedBatch) -> torch.Tensor:
+        return F.relu(self.margin + batch.positive_distance - batch.negative_distance)
 
     def objective_statistics(self, batch: MinedBatch) -> dict[str, float]:
         violated = batch.positive_distance.detach() + self.margin > batch.negative_distance.detach()

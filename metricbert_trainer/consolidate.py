@@ -1,0 +1,59 @@
+"""Turning a DeepSpeed ZeRO checkpoint back into an ordinary transformers checkpoint.
+
+A ZeRO checkpoint keeps the fp32 master weights partitioned across one file per process
+(``checkpoint-N/global_stepN/``). The ``model.safetensors`` saved beside it is whatever the run
+saved at that step: the 16-bit weights under bf16 (``zero3_save_16bit_model``), or nothing usable
+when that option was off. ``consolidate_zero_checkpoint`` merges the partitions into the full
+fp32 weights and writes a folder that ``AutoModel``, ``AutoModelForMaskedLM`` and
+sentence-transformers load like any other, with the checkpoint's config and tokenizer.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from transformers import AutoConfig, AutoModelForMaskedLM, AutoTokenizer
+
+logger = logging.getLogger(__name__)
+
+
+def consolidate_zero_checkpoint(
+    checkpoint_dir: str | Path, output_dir: str | Path, *, tag: str | None = None
+) -> Path:
+    """Writes the full fp32 model of a ZeRO (stage 1-3) checkpoint to ``output_dir``.
+
+    ``checkpoint_dir`` is a Trainer checkpoint (``checkpoint-N``, holding ``latest`` and
+    ``global_stepN/``); ``tag`` picks another step folder than ``latest`` names.
+    """
+    try:
+        from deepspeed.utils.zero_to_fp32 import get_fp32_state_dict_from_zero_checkpoint
+    except ImportError as error:
+        raise ImportError(
+            "Consolidating a ZeRO checkpoint needs DeepSpeed: pip install deepspeed."
+        ) from error
+    checkpoint_dir, output_dir = Path(checkpoint_dir), Path(output_dir)
+    if tag is None and not (checkpoint_dir / "latest").is_file():
+        raise FileNotFoundError(
+            f"{checkpoint_dir} is not a DeepSpeed checkpoint: it has no 'latest' file naming its "
+            "global_step folder (name one with --tag, or tag= in Python)."
+        )
+    state_dict = get_fp32_state_dict_from_zero_checkpoint(str(checkpoint_dir), tag=tag)
+    model = AutoModelForMaskedLM.from_config(AutoConfig.from_pretrained(checkpoint_dir))
+    missing, unexpected = model.load_state_dict(state_dict, strict=False)
+    # Tied weights (the MLM decoder shares the word embeddings) are stored once.
+    tied = set(model.all_tied_weights_keys)
+    missing = [name for name in missing if name not in tied]
+    if missing or unexpected:
+        raise ValueError(
+            f"The ZeRO checkpoint {checkpoint_dir} does not match its config: missing {missing}, "
+            f"unexpected {unexpected}."
+        )
+    model.tie_weights()
+    model.save_pretrained(output_dir)
+    try:
+        AutoTokenizer.from_pretrained(checkpoint_dir).save_pretrained(output_dir)
+    except (OSError, ValueError):
+        logger.warning("%s holds no tokenizer; copy one into %s before using it.", checkpoint_dir, output_dir)
+    logger.info("Wrote the consolidated fp32 model of %s to %s.", checkpoint_dir, output_dir)
+    return output_dir

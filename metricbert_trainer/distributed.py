@@ -1,0 +1,106 @@
+"""Cross-process batches: every anchor mines its negative from the global batch, not its shard.
+
+Under data parallelism (DDP, DeepSpeed ZeRO, FSDP) each process embeds its own ``B`` items, and
+an anchor mining only its own shard sees ``2B - 2`` candidates instead of ``2PB - 2``. Gathering
+the pooled embeddings of all ``P`` processes widens the pool at the cost of an all-gather of
+``[2, B, hidden]`` forward and an all-reduce of ``[2, PB, hidden]`` backward per step, which is
+nothing beside the encoder.
+
+The arithmetic that makes ``P`` processes train exactly like one process on the ``PB`` items:
+
+- ``gather_with_grad`` concatenates the shards; its backward sums the gradient that every
+  process's loss sends to each shard and hands each process the part for its own rows, so a
+  process's encoder receives the gradient of the sum of all processes' losses;
+- each process computes the loss of its own anchors only (against every gathered candidate) and
+  scales it with ``share_of_global_mean``, so the processes' losses sum to ``P`` times the global
+  mean;
+- every engine here averages gradients over processes, which divides that ``P`` out again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+
+
+def world_size() -> int:
+    """The number of processes training together, 1 outside ``torch.distributed``."""
+    return dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
+
+
+@dataclass(frozen=True)
+class ProcessShard:
+    """Which rows of a gathered batch this process contributed: ``start`` to ``start + size``."""
+
+    start: int
+    size: int
+    world_size: int
+
+    def owns(self, rows: torch.Tensor) -> torch.Tensor:
+        """Boolean mask of the ``rows`` (indices into the gathered batch) that are this process's."""
+        return (rows >= self.start) & (rows < self.start + self.size)
+
+
+class _GatherWithGrad(torch.autograd.Function):
+    """All-gather along ``dim`` of shards of the given ``sizes``; the backward returns each
+    process the summed gradient of its own rows."""
+
+    @staticmethod
+    def forward(ctx, tensor: torch.Tensor, dim: int, sizes: list[int], rank: int) -> torch.Tensor:
+        padding = max(sizes) - tensor.shape[dim]
+        if padding:
+            pad_shape = list(tensor.shape)
+            pad_shape[dim] = padding
+            tensor = torch.cat([tensor, tensor.new_zeros(pad_shape)], dim=dim)
+        shards = [torch.empty_like(tensor) for _ in sizes]
+        dist.all_gather(shards, tensor.contiguous())
+        ctx.dim, ctx.sizes, ctx.rank = dim, sizes, rank
+        return torch.cat(
+            [shard.narrow(dim, 0, length) for shard, length in zip(shards, sizes, strict=True)], dim
+        )
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        grad = grad.contiguous()
+        dist.all_reduce(grad, op=dist.ReduceOp.SUM)
+        start = sum(ctx.sizes[: ctx.rank])
+        return grad.narrow(ctx.dim, start, ctx.sizes[ctx.rank]), None, None, None
+
+
+def gather_with_grad(tensor: torch.Tensor, dim: int = 0) -> tuple[torch.Tensor, ProcessShard]:
+    """Every process's ``tensor`` concatenated along ``dim`` in rank order, and this process's rows.
+
+    Shards may differ in size along ``dim`` (a last, uneven batch). Gradients flow back into the
+    local ``tensor`` (see the module docstring). Every process must call this the same number of
+    times, in the same order, as with any collective.
+    """
+    size = torch.tensor([tensor.shape[dim]], device=tensor.device)
+    sizes = [torch.zeros_like(size) for _ in range(dist.get_world_size())]
+    dist.all_gather(sizes, size)
+    sizes = [int(value) for value in sizes]
+    rank = dist.get_rank()
+    gathered = _GatherWithGrad.apply(tensor, dim, sizes, rank)
+    return gathered, ProcessShard(start=sum(sizes[:rank]), size=sizes[rank], world_size=len(sizes))
+
+
+def share_of_global_mean(
+    local_sum: torch.Tensor, local_count: int | torch.Tensor, shard: ProcessShard | None
+) -> torch.Tensor:
+    """This process's part of a mean over all processes' terms, scaled for gradient averaging.
+
+    Without a shard it is the local mean ``local_sum / local_count``. With one it is
+    ``local_sum * P / global_count``: averaged over the ``P`` processes (as the logged values and
+    the engines' gradients are), that is exactly the mean over every process's terms, even when
+    the processes hold different numbers of them. A zero joined to the graph when there is no term.
+    """
+    count = torch.as_tensor(local_count, dtype=torch.float32, device=local_sum.device)
+    scale = 1.0
+    if shard is not None:
+        count = count.clone()
+        dist.all_reduce(count, op=dist.ReduceOp.SUM)
+        scale = shard.world_size
+    if float(count) == 0:
+        return local_sum * 0.0
+    return local_sum * scale / count
