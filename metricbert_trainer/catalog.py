@@ -116,6 +116,27 @@ def load_catalog(
     return Catalog(dataset=dataset, fields=text_columns, source=name)
 
 
+def catalog_column(
+    source: str | Path | datasets.Dataset | pd.DataFrame,
+    catalog: Catalog,
+    column: str,
+    *,
+    id_column: str | None = "id",
+) -> list[str]:
+    """The values of another ``column`` of the catalog's source, one per item of ``catalog``, in
+    its order (empty values as ``"(none)"``).
+
+    For displays only, such as colouring a plot: ``load_catalog`` keeps the text fields alone so
+    that no model or score can read metadata that annotations may be derived from.
+    """
+    frame, name = _read_table(source)
+    if column not in frame.columns:
+        raise CatalogError(f"{name}: no column {column!r}; the columns found are {list(frame.columns)}.")
+    ids = frame[id_column] if id_column is not None else pd.Series(range(len(frame)), index=frame.index)
+    values = dict(zip(ids.map(_id_to_string), frame[column].map(_text_or_none), strict=True))
+    return [values.get(item) or "(none)" for item in catalog.ids]
+
+
 def _read_table(source: str | Path | datasets.Dataset | pd.DataFrame) -> tuple[pd.DataFrame, str]:
     if isinstance(source, datasets.Dataset):
         return source.to_pandas(), "the given dataset"

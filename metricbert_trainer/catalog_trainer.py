@@ -20,7 +20,10 @@ from transformers import PreTrainedModel, Trainer, TrainingArguments
 from .annotations import Annotations
 from .catalog import Catalog
 from .evaluation import RankingEvaluator as EmbeddingRankingEvaluator
+from .model_card import ModelCardInfo, render_model_card
 from .modeling import freeze_mlm_head
+from .plots import plot_loss_terms
+from .sentence_transformers_files import write_sentence_transformers_files
 
 RankingEvaluator = Callable[[PreTrainedModel, object], dict[str, float]]
 
@@ -36,6 +39,9 @@ class CatalogTrainer(Trainer):
     ``load_best_model_at_end`` and early stopping work on ranking quality.
     """
 
+    # How the model card introduces the model (a subclass names its method and paper).
+    card_method = "A text encoder trained on a catalog"
+
     # compute_loss returns the mean over one micro-batch; the base class divides it by the number
     # of accumulation steps, so N micro-batches of B items train like one batch of N*B.
     loss_is_scaled_for_ga = False
@@ -50,6 +56,7 @@ class CatalogTrainer(Trainer):
         data_collator=None,
         fields: Sequence[str] = ("title", "description"),
         ranking_evaluator: RankingEvaluator | None = None,
+        model_card_info: ModelCardInfo | None = None,
         **kwargs,
     ) -> None:
         if len(fields) != 2:
@@ -57,6 +64,7 @@ class CatalogTrainer(Trainer):
                 f"A training batch pairs exactly two fields (title and description); got {fields}."
             )
         self.fields = tuple(fields)
+        self.model_card_info = model_card_info or ModelCardInfo(text_fields=self.fields)
         if args.mlm_weight == 0:
             freeze_mlm_head(model)
         if data_collator is None:
@@ -113,15 +121,74 @@ class CatalogTrainer(Trainer):
         if self._signature_columns is None:
             self._signature_columns = list(self.fields)
 
-    def create_model_card(self, *args, **kwargs) -> None:
-        """The stock card (hyperparameters, results), plus the objective's section, so a published
-        checkpoint says exactly which loss trained it."""
-        super().create_model_card(*args, **kwargs)
-        section = self.objective_card_section()
-        if not section or not self.is_world_process_zero():
-            return
-        with open(Path(self.args.output_dir) / "README.md", "a", encoding="utf-8") as handle:
-            handle.write("\n" + section)
+    def create_model_card(self, model_name: str | None = None, **kwargs) -> None:
+        """Writes the model card to the output folder (``push_to_hub`` calls this before uploading).
+
+        The card is this package's (``model_card``), not transformers' generic one; the keyword
+        arguments transformers passes (``language``, ``tags``, ...) are not used.
+        """
+        if self.is_world_process_zero():
+            self.write_publishing_files(self.args.output_dir, model_name=model_name)
+
+    def write_publishing_files(self, folder: str | Path, model_name: str | None = None) -> None:
+        """What makes ``folder`` a publishable model beside its weights: the sentence-transformers
+        files, the model card and the plot of the loss terms."""
+        folder = Path(folder)
+        config = self.accelerator.unwrap_model(self.model).config
+        write_sentence_transformers_files(
+            folder, hidden_size=config.hidden_size, max_seq_length=self.args.max_length
+        )
+        repo_id = (self.hub_model_id or self.args.hub_model_id) if self.args.push_to_hub else None
+        name = model_name or (repo_id or Path(self.args.output_dir).resolve().name).split("/")[-1]
+        card = render_model_card(
+            info=self.model_card_info,
+            model_name=name,
+            method=self.card_method,
+            repo_id=repo_id,
+            objective_section=self.objective_card_section(),
+            hyperparameters=self.card_hyperparameters(),
+            log_history=self.state.log_history,
+            trainer_tags=list(self._tag_names),
+        )
+        (folder / "README.md").write_text(card, encoding="utf-8")
+        plot_loss_terms(self.state.log_history, folder / "loss_terms.png")
+
+    def card_hyperparameters(self) -> dict[str, object]:
+        """The training settings a model card lists (the objective's own are in its section)."""
+        args = self.args
+        return {
+            "learning_rate": args.learning_rate,
+            "per_device_train_batch_size": args.per_device_train_batch_size,
+            "processes": args.world_size,
+            "gradient_accumulation_steps": args.gradient_accumulation_steps,
+            "total_train_batch_size": args.per_device_train_batch_size
+            * args.world_size
+            * args.gradient_accumulation_steps,
+            "num_train_epochs": args.num_train_epochs,
+            "max_steps": self.state.max_steps or args.max_steps,
+            "optimizer": getattr(args.optim, "value", args.optim),
+            "weight_decay": args.weight_decay,
+            "lr_scheduler_type": getattr(args.lr_scheduler_type, "value", args.lr_scheduler_type),
+            "warmup_steps": args.warmup_steps,
+            "max_length": args.max_length,
+            "precision": "bf16" if args.bf16 else ("fp16" if args.fp16 else "fp32"),
+            "activation_checkpointing": args.activation_checkpointing,
+            "seed": args.seed,
+        }
+
+    def _save(self, output_dir: str | None = None, state_dict=None) -> None:
+        # Every save (checkpoints and the final model) gets the publishing files, so any folder
+        # loads with sentence-transformers and says how it was trained.
+        super()._save(output_dir, state_dict=state_dict)
+        folder = Path(output_dir if output_dir is not None else self.args.output_dir)
+        self.write_publishing_files(folder)
+
+    def _push_from_checkpoint(self, checkpoint_folder: str) -> None:
+        # transformers copies only the weights and config from the checkpoint to the output folder
+        # before uploading it; the card and the sentence-transformers files must be there too.
+        if self.is_world_process_zero():
+            self.write_publishing_files(self.args.output_dir)
+        super()._push_from_checkpoint(checkpoint_folder)
 
     @staticmethod
     def config_block(config: dict[str, object]) -> str:

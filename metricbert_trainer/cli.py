@@ -5,6 +5,7 @@
     metricbert compare --catalog CSV --annotations FILE --baselines tfidf lda --models PATH [...]
         [--sbert PATH ...] [--recobert PATH ...] --output-dir DIR
     metricbert consolidate CHECKPOINT OUTPUT_DIR   (a DeepSpeed ZeRO checkpoint -> a plain model)
+    metricbert plot CHECKPOINT --catalog CSV --column variety [--before MODEL]
 
 Model paths may be plain Hugging Face folders or sentence-transformers folders; ``NAME=PATH``
 names a model's rows in the tables. Everything is computed by the library's scorers, ranking and
@@ -22,6 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import transformers
+from huggingface_hub import ModelCard
 
 from metricbert_trainer.annotations import ON_UNMATCHED, AnnotationError, Annotations, load_annotations
 from metricbert_trainer.baselines import (
@@ -33,10 +35,12 @@ from metricbert_trainer.baselines import (
     load_encoder,
     load_sentence_transformer,
 )
-from metricbert_trainer.catalog import Catalog, CatalogError, load_catalog
+from metricbert_trainer.catalog import Catalog, CatalogError, catalog_column, load_catalog
 from metricbert_trainer.consolidate import consolidate_zero_checkpoint
 from metricbert_trainer.encoding import PRECISIONS
 from metricbert_trainer.evaluation import evaluate_scorer
+from metricbert_trainer.modeling import resolve_model_name
+from metricbert_trainer.plots import plot_catalog_before_after, plot_loss_terms
 from metricbert_trainer.ranking import CONCAT, METRIC_INF, catalog_views, mode_label, top_k
 from metricbert_trainer.recobert import RecoBertScorer
 
@@ -209,6 +213,28 @@ def build_parser() -> argparse.ArgumentParser:
         "--tag", default=None, help="The global_step folder to read (default: the one 'latest' names)."
     )
     consolidate.set_defaults(command=run_consolidate)
+
+    plot = commands.add_parser(
+        "plot",
+        parents=[catalog_options],
+        help="Plots of a checkpoint: its loss terms, and the catalog's embeddings before and after training.",
+    )
+    plot.add_argument("checkpoint", help="A saved model or checkpoint-N folder.")
+    plot.add_argument(
+        "--column",
+        required=True,
+        help="Catalog column that colours the items (e.g. variety); only the plot reads it.",
+    )
+    plot.add_argument(
+        "--before",
+        default=None,
+        help="The starting model (default: the base_model named in the checkpoint's model card).",
+    )
+    plot.add_argument("--max-items", type=int, default=2000, help="Items drawn (a fixed random sample).")
+    plot.add_argument(
+        "--output-dir", default=None, help="Where the PNGs go (default: the checkpoint folder)."
+    )
+    plot.set_defaults(command=run_plot)
     return parser
 
 
@@ -273,6 +299,43 @@ def run_consolidate(args: argparse.Namespace) -> int:
     output_dir = consolidate_zero_checkpoint(args.checkpoint, args.output_dir, tag=args.tag)
     print(f"Wrote {output_dir}: load it with AutoModel.from_pretrained({str(output_dir)!r}).")
     return 0
+
+
+def run_plot(args: argparse.Namespace) -> int:
+    checkpoint = Path(args.checkpoint)
+    output_dir = Path(args.output_dir) if args.output_dir else checkpoint
+    state_file = checkpoint / "trainer_state.json"
+    if state_file.is_file():
+        history = json.loads(state_file.read_text(encoding="utf-8"))["log_history"]
+        written = plot_loss_terms(history, output_dir / "loss_terms.png")
+        print(f"Wrote {written}" if written else f"{state_file} holds no logged loss yet.")
+    else:
+        print(f"{checkpoint} has no trainer_state.json (a checkpoint-N folder has): no loss plot.")
+    before = args.before or _card_base_model(checkpoint)
+    if before is None:
+        raise ValueError(
+            f"{checkpoint}'s model card names no base model: name the starting model with --before."
+        )
+    catalog = _load_catalog(args)
+    labels = catalog_column(args.catalog, catalog, args.column, id_column=args.id_column)
+    pairs = [load_encoder(path, device=args.device) for path in (resolve_model_name(before), str(checkpoint))]
+    path = plot_catalog_before_after(
+        pairs[0],
+        pairs[1],
+        catalog,
+        labels,
+        output_dir / "embeddings_pca.png",
+        column=args.column,
+        max_length=args.max_length,
+        max_items=args.max_items,
+    )
+    print(f"Wrote {path}")
+    return 0
+
+
+def _card_base_model(folder: Path) -> str | None:
+    card = folder / "README.md"
+    return ModelCard.load(card).data.base_model if card.is_file() else None
 
 
 def run_compare(args: argparse.Namespace) -> int:

@@ -24,6 +24,24 @@ def launched_without_accelerator() -> bool:
     return int(os.environ.get("WORLD_SIZE", "1")) > 1 and not torch.accelerator.is_available()
 
 
+LOCAL_PATH = "<local path>"
+
+
+def redact_local_paths(values: dict) -> dict:
+    """``values`` with every string that names a place on this machine replaced by ``LOCAL_PATH``."""
+    return {name: LOCAL_PATH if _is_local_path(value) else value for name, value in values.items()}
+
+
+def _is_local_path(value: object) -> bool:
+    if not isinstance(value, str) or not value:
+        return False
+    return (
+        os.path.isabs(value)
+        or value.startswith(("./", "../", "~"))
+        or (os.sep in value and os.path.exists(value))
+    )
+
+
 @dataclass
 class CatalogTrainingArguments(TrainingArguments):
     """``TrainingArguments`` for training on a catalog's texts, with the settings every objective shares:
@@ -47,6 +65,11 @@ class CatalogTrainingArguments(TrainingArguments):
     logging_steps: float = field(default=10, metadata={"help": "Log the loss terms every X update steps."})
 
     def __post_init__(self) -> None:
+        if self.hub_token is not None:
+            raise ValueError(
+                "hub_token is not accepted: a token in a config or on the command line ends up in logs and saved "
+                "files. Set HF_TOKEN in the environment or run `hf auth login` instead."
+            )
         if not self.use_cpu and launched_without_accelerator():
             # transformers would otherwise leave the processes unjoined, each training alone.
             self.use_cpu = True
@@ -59,6 +82,15 @@ class CatalogTrainingArguments(TrainingArguments):
             raise ValueError("mlm_weight > 0 needs masked tokens: set mlm_probability > 0, or mlm_weight: 0.")
         if self.max_length < 2:
             raise ValueError(f"max_length must be at least 2; got {self.max_length}.")
+
+    # The arguments travel with the model: transformers pickles them into training_args.bin in
+    # every saved and pushed folder and logs to_dict() to TensorBoard and W&B. Both carry the
+    # settings with this machine's paths replaced, so nothing published reveals its layout.
+    def to_dict(self) -> dict:
+        return redact_local_paths(super().to_dict())
+
+    def __getstate__(self) -> dict:
+        return redact_local_paths(dict(self.__dict__))
 
 
 @dataclass
@@ -194,6 +226,13 @@ class ModelArguments:
         default=False,
         metadata={"help": "Allow checkpoints that run their own code. Off unless you trust the source."},
     )
+    model_license: str | None = field(
+        default=None,
+        metadata={
+            "help": "Licence of the trained model for its card, as a Hub licence id (e.g. apache-2.0); it usually "
+            "follows the catalog's terms."
+        },
+    )
 
 
 @dataclass
@@ -216,6 +255,19 @@ class DataArguments:
     )
     max_train_items: int | None = field(
         default=None, metadata={"help": "Train on the first N items only (quick trials)."}
+    )
+    dataset_name: str | None = field(
+        default=None,
+        metadata={
+            "help": "The catalog's name in the model card (a Hub dataset id where it has one); default: its file name."
+        },
+    )
+    plot_column: str | None = field(
+        default=None,
+        metadata={
+            "help": "Catalog column that colours the plot of item embeddings before and after training (e.g. "
+            "variety). Read for the plot only: no model or score sees it."
+        },
     )
 
     def __post_init__(self) -> None:

@@ -12,8 +12,9 @@ token costs about as much as the encoder itself, and 85% of it would be thrown a
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from enum import Enum
 
 import torch
@@ -64,6 +65,28 @@ def load_masked_lm(name_or_path: str, *, trust_remote_code: bool = False, **kwar
     return AutoModelForMaskedLM.from_pretrained(
         resolve_model_name(name_or_path), trust_remote_code=trust_remote_code, use_safetensors=True, **kwargs
     )
+
+
+@contextlib.contextmanager
+def whole_model_loading() -> Iterator[None]:
+    """Inside, ``from_pretrained`` loads models whole even in a DeepSpeed ZeRO-3 run.
+
+    Once a ZeRO-3 config is active, transformers loads every model partitioned across the
+    processes, which only works when all of them load it together. Work that one process does on
+    its own after training (the recipe's plots) needs ordinary models; the config is restored on
+    leaving.
+    """
+    from transformers.integrations import deepspeed as hf_deepspeed
+
+    # transformers keeps the active config behind a private weak reference and has no getter for it.
+    reference = hf_deepspeed._hf_deepspeed_config_weak_ref
+    active = reference() if reference is not None else None
+    hf_deepspeed.unset_hf_deepspeed_config()
+    try:
+        yield
+    finally:
+        if active is not None:
+            hf_deepspeed.set_hf_deepspeed_config(active)
 
 
 def find_mlm_head(model: PreTrainedModel) -> torch.nn.Module | None:

@@ -16,10 +16,12 @@ from transformers import AutoTokenizer, set_seed
 
 from .annotations import load_annotations
 from .arguments import parse_recipe_args
-from .catalog import Catalog, load_catalog
+from .catalog import Catalog, catalog_column, load_catalog
 from .catalog_trainer import CatalogTrainer, RankingEvaluator
 from .config import CatalogTrainingArguments, DataArguments, MetricBertConfig, ModelArguments
-from .modeling import load_masked_lm, resolve_model_name
+from .model_card import ModelCardInfo
+from .modeling import load_masked_lm, resolve_model_name, whole_model_loading
+from .plots import plot_catalog_before_after
 from .recobert import RecoBertConfig, RecoBertTrainer
 from .trainer import MetricBertTrainer
 
@@ -75,16 +77,59 @@ def train(
         processing_class=tokenizer,
         fields=tuple(data_args.text_columns[:2]),
         ranking_evaluator=build_ranking_evaluator(data_args, training_args, catalog),
+        model_card_info=ModelCardInfo(
+            base_model=model_args.model_name_or_path,
+            catalog=data_args.catalog,
+            catalog_items=len(train_dataset),
+            text_fields=tuple(data_args.text_columns[:2]),
+            dataset_name=data_args.dataset_name,
+            license=model_args.model_license,
+        ),
     )
     trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
     trainer.save_model(training_args.output_dir)
-    trainer.create_model_card(model_name=Path(training_args.output_dir).name)
     metrics = {}
     if trainer.ranking_evaluator is not None:
         metrics = trainer.evaluate()
         trainer.log_metrics("eval", metrics)
         trainer.save_metrics("eval", metrics)
+    # Written again now that the final evaluation is in the log, for the card's results.
+    trainer.create_model_card()
+    if data_args.plot_column and trainer.is_world_process_zero():
+        plot_recipe_embeddings(model_args, data_args, training_args, catalog)
+    if training_args.push_to_hub:
+        trainer.push_to_hub(commit_message="MetricBERT training finished")
     return TrainingRun(trainer, metrics)
+
+
+def plot_recipe_embeddings(
+    model_args: ModelArguments,
+    data_args: DataArguments,
+    training_args: CatalogTrainingArguments,
+    catalog: Catalog,
+) -> Path:
+    """The PCA of the catalog under the starting and the trained model, coloured by ``plot_column``,
+    into the output folder. Both models are loaded afresh and whole on this process alone, so the
+    plot works whatever engine trained them."""
+    labels = catalog_column(data_args.catalog, catalog, data_args.plot_column, id_column=data_args.id_column)
+    start = resolve_model_name(model_args.model_name_or_path)
+    with whole_model_loading():
+        pairs = [
+            (
+                load_masked_lm(path, trust_remote_code=model_args.trust_remote_code),
+                AutoTokenizer.from_pretrained(path),
+            )
+            for path in (start, training_args.output_dir)
+        ]
+    return plot_catalog_before_after(
+        pairs[0],
+        pairs[1],
+        catalog,
+        labels,
+        Path(training_args.output_dir) / "embeddings_pca.png",
+        column=data_args.plot_column,
+        max_length=training_args.max_length,
+    )
 
 
 def load_recipe_catalog(data_args: DataArguments) -> Catalog:

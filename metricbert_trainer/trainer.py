@@ -34,6 +34,7 @@ class MetricBertTrainer(CatalogTrainer):
     """
 
     _tag_names = ["metricbert", "sentence-similarity", "metric-learning"]
+    card_method = "A MetricBERT encoder (Malkiel, Ginzburg et al., *MetricBERT*, ICASSP 2022)"
 
     def __init__(
         self,

@@ -7,6 +7,7 @@ exercised) and shrinks everything else, so a training step takes milliseconds.
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -62,3 +63,29 @@ def wines_csv() -> Path:
 @pytest.fixture(scope="session")
 def wines_annotations() -> Path:
     return WINES_ANNOTATIONS
+
+
+# A recipe run of a few seconds with the tiny model: 4 steps of 16 items, logged every 2.
+QUICK_RUN = {"max_train_items": 64, "max_steps": 4, "logging_steps": 2, "per_device_train_batch_size": 16}
+
+
+def flags(**options: object) -> list[str]:
+    """Command-line flags of a recipe, e.g. ``flags(max_steps=4)`` -> ``["--max_steps", "4"]``."""
+    return [part for name, value in options.items() for part in (f"--{name}", str(value))]
+
+
+def accelerate_command(
+    config: str, script: str | Path, *arguments: str, processes: int | None = None
+) -> list[str]:
+    """``accelerate launch`` of a script with one of the shipped configs, without mixed precision
+    (the GPU configs ask for bf16, which these CPU tests do not use)."""
+    launcher = [
+        sys.executable,
+        "-m",
+        "accelerate.commands.launch",
+        "--config_file",
+        f"accelerate_configs/{config}",
+    ]
+    if processes is not None:
+        launcher += ["--num_processes", str(processes)]
+    return [*launcher, "--mixed_precision", "no", str(script), *arguments]

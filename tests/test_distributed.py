@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import REPO_ROOT, WINES_ANNOTATIONS, WINES_CSV
+from conftest import REPO_ROOT, WINES_ANNOTATIONS, WINES_CSV, accelerate_command, flags
 from transformers import AutoModel, AutoModelForMaskedLM, AutoTokenizer
 
 from metricbert_trainer.annotations import load_annotations
@@ -44,19 +44,7 @@ LAUNCH_ENV = {
 
 def launch(config: str, script: Path | str, *script_args: str) -> subprocess.CompletedProcess:
     """``accelerate launch`` of ``script`` with one of the shipped configs, two CPU processes."""
-    command = [
-        sys.executable,
-        "-m",
-        "accelerate.commands.launch",
-        "--config_file",
-        f"accelerate_configs/{config}",
-        "--num_processes",
-        "2",
-        "--mixed_precision",
-        "no",
-        str(script),
-        *script_args,
-    ]
+    command = accelerate_command(config, script, *script_args, processes=2)
     result = subprocess.run(
         command, cwd=REPO_ROOT, env=LAUNCH_ENV, capture_output=True, text=True, timeout=900
     )
@@ -69,28 +57,19 @@ def train_wines(config: str, model_path: str, output_dir: Path, *extra: str) -> 
     return launch(
         config,
         "recipes/train_wines.py",
-        "--model_name_or_path",
-        model_path,
-        "--output_dir",
-        str(output_dir),
-        "--max_train_items",
-        "48",
-        "--max_steps",
-        "4",
-        "--per_device_train_batch_size",
-        "8",
-        "--learning_rate",
-        "1e-3",
-        "--warmup_steps",
-        "0",
-        "--logging_steps",
-        "1",
-        "--save_strategy",
-        "steps",
-        "--save_steps",
-        "2",
-        "--save_total_limit",
-        "3",
+        *flags(
+            model_name_or_path=model_path,
+            output_dir=output_dir,
+            max_train_items=48,
+            max_steps=4,
+            per_device_train_batch_size=8,
+            learning_rate=1e-3,
+            warmup_steps=0,
+            logging_steps=1,
+            save_strategy="steps",
+            save_steps=2,
+            save_total_limit=3,
+        ),
         *extra,
     )
 

@@ -2,40 +2,25 @@
 
 import json
 import subprocess
-import sys
 
 import pytest
-from conftest import REPO_ROOT
+from conftest import QUICK_RUN, REPO_ROOT, accelerate_command, flags
 from transformers import AutoModel, AutoModelForMaskedLM
 
 
 @pytest.mark.slow
 def test_accelerate_launch_trains_evaluates_and_saves(tmp_path, tiny_model_path):
     output_dir = tmp_path / "run"
-    command = [
-        sys.executable,
-        "-m",
-        "accelerate.commands.launch",
-        "--config_file",
-        "accelerate_configs/single_gpu.yaml",
-        "--mixed_precision",
-        "no",
+    command = accelerate_command(
+        "single_gpu.yaml",
         "recipes/train_wines.py",
-        "--model_name_or_path",
-        tiny_model_path,
-        "--output_dir",
-        str(output_dir),
-        "--max_train_items",
-        "64",
-        "--max_steps",
-        "4",
-        "--logging_steps",
-        "2",
-        "--per_device_train_batch_size",
-        "16",
-        "--learning_rate",
-        "1e-4",
-    ]
+        *flags(
+            model_name_or_path=tiny_model_path,
+            output_dir=output_dir,
+            **QUICK_RUN,
+            learning_rate="1e-4",
+        ),
+    )
     result = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     # Loss terms in the log, a progress bar, and the ranking metrics of the final evaluation.

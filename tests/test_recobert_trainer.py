@@ -2,12 +2,11 @@
 
 import json
 import subprocess
-import sys
 
 import numpy as np
 import pytest
 import torch
-from conftest import REPO_ROOT
+from conftest import QUICK_RUN, REPO_ROOT, accelerate_command, flags
 from transformers import AutoModel
 
 from metricbert_trainer.arguments import parse_recipe_args
@@ -123,32 +122,17 @@ def test_invalid_settings_fail_before_any_model_loads(tmp_path, overrides, messa
 @pytest.mark.slow
 def test_accelerate_launch_trains_and_evaluates_recobert(tmp_path, tiny_model_path):
     output_dir = tmp_path / "run"
-    command = [
-        sys.executable,
-        "-m",
-        "accelerate.commands.launch",
-        "--config_file",
-        "accelerate_configs/single_gpu.yaml",
-        "--mixed_precision",
-        "no",
+    command = accelerate_command(
+        "single_gpu.yaml",
         "recipes/train_recobert_wines.py",
-        "--model_name_or_path",
-        tiny_model_path,
-        "--output_dir",
-        str(output_dir),
-        "--max_train_items",
-        "64",
-        "--max_steps",
-        "4",
-        "--logging_steps",
-        "2",
-        "--per_device_train_batch_size",
-        "16",
-        "--max_length",
-        "96",
-        "--rerank_top_k",
-        "10",
-    ]
+        *flags(
+            model_name_or_path=tiny_model_path,
+            output_dir=output_dir,
+            **QUICK_RUN,
+            max_length="96",
+            rerank_top_k="10",
+        ),
+    )
     result = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=600)
     output = result.stdout + result.stderr
     assert result.returncode == 0, result.stderr[-3000:]

@@ -23,6 +23,7 @@ class RecoBertTrainer(catalog_trainer.CatalogTrainer):
     """
 
     _tag_names = ["recobert", "metricbert", "sentence-similarity"]
+    card_method = "A RecoBERT title-description model (Malkiel et al., *RecoBERT*, Findings of EMNLP 2020)"
 
     def __init__(self, model, args: RecoBertConfig, *positional, **kwargs) -> None:
         enable_metric_forward(model)

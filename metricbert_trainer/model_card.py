@@ -1,0 +1,248 @@
+"""The model card (README.md) of a trained checkpoint: Hub metadata, usage, objective, logs, results.
+
+The card is rebuilt from the trainer's state at every save and before every push, so a
+checkpoint folder, the final model and the Hub repository all say how the weights were made.
+It is written for strangers: it names the starting model by its Hub id and the catalog by its
+name, never by a local path, and holds no token (only settings and logged numbers go in).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+
+from huggingface_hub import EvalResult, ModelCardData
+
+CITATION = """@inproceedings{malkiel2022metricbert,
+  title     = {MetricBERT: Text Representation Learning via Self-Supervised Triplet Training},
+  author    = {Malkiel, Itzik and Ginzburg, Dvir and Barkan, Oren and Caciularu, Avi and Weill, Yoni and Koenigstein, Noam},
+  booktitle = {ICASSP 2022 - 2022 IEEE International Conference on Acoustics, Speech and Signal Processing (ICASSP)},
+  year      = {2022}
+}"""
+RANKING_METRICS = {"mpr": "MPR", "mrr": "MRR", "hr@10": "HR@10", "hr@100": "HR@100"}
+FRAMEWORKS = (
+    "metricbert-trainer",
+    "transformers",
+    "torch",
+    "accelerate",
+    "datasets",
+    "sentence-transformers",
+)
+# Logged statistics worth a column beside the loss terms: mining health and collapse.
+LOGGED_STATISTICS = ("negative_closer_rate", "embedding_spread")
+# At most this many rows of the logged-loss table; longer runs are sampled evenly.
+MAX_LOG_ROWS = 20
+
+
+@dataclass
+class ModelCardInfo:
+    """What the trainer cannot know by itself: where the model and the data came from.
+
+    ``base_model`` is kept only when it is a Hub id (a local folder is not meaningful to
+    readers and would expose the machine's layout); ``catalog`` is reduced to its file name.
+    """
+
+    base_model: str | None = None
+    catalog: str | None = None
+    catalog_items: int | None = None
+    text_fields: tuple[str, ...] = ("title", "description")
+    dataset_name: str | None = None
+    license: str | None = None
+    language: str | None = "en"
+    tags: list[str] = field(default_factory=list)
+
+    @property
+    def hub_base_model(self) -> str | None:
+        if not self.base_model or is_local_path(self.base_model):
+            return None
+        return self.base_model
+
+    @property
+    def catalog_label(self) -> str | None:
+        return self.dataset_name or (Path(self.catalog).name if self.catalog else None)
+
+
+def is_local_path(value: str) -> bool:
+    """Whether ``value`` names something on this machine rather than a Hub id."""
+    return os.path.isabs(value) or value.startswith((".", "~")) or os.path.exists(value)
+
+
+def render_model_card(
+    *,
+    info: ModelCardInfo,
+    model_name: str,
+    method: str,
+    repo_id: str | None,
+    objective_section: str,
+    hyperparameters: dict[str, object],
+    log_history: list[dict[str, float]],
+    trainer_tags: list[str],
+) -> str:
+    """The card's markdown, YAML metadata first. ``method`` opens the summary (what was trained,
+    with its paper); ``repo_id`` (the Hub id the model is pushed to,
+    if any) goes into the usage snippets; otherwise they load the folder by ``model_name``."""
+    # The recipe's final evaluation repeats the last one when training ended on an evaluation step.
+    evaluations = list({entry.get("step"): entry for entry in log_history if "eval_mpr" in entry}.values())
+    data = ModelCardData(
+        language=info.language,
+        license=info.license,
+        library_name="sentence-transformers",
+        pipeline_tag="sentence-similarity",
+        tags=sorted({*trainer_tags, "sentence-transformers", "feature-extraction", *info.tags}),
+        base_model=info.hub_base_model,
+        datasets=[info.catalog_label] if info.catalog_label else None,
+        metrics=list(RANKING_METRICS) if evaluations else None,
+        model_name=model_name,
+        eval_results=_eval_results(evaluations[-1], info) if evaluations else None,
+    )
+    sections = [
+        f"---\n{data.to_yaml()}\n---\n",
+        f"# {model_name}\n",
+        _summary(info, method),
+        _usage(repo_id or model_name),
+        objective_section,
+        "## Training hyperparameters\n\n" + _key_value_table(hyperparameters),
+        _loss_table(log_history),
+        _evaluation_table(evaluations, info),
+        "## Framework versions\n\n" + "\n".join(f"- {name}: {_version(name)}" for name in FRAMEWORKS) + "\n",
+        f"## Citation\n\n```bibtex\n{CITATION}\n```\n",
+    ]
+    return "\n".join(section for section in sections if section)
+
+
+def _eval_results(final: dict[str, float], info: ModelCardInfo) -> list[EvalResult]:
+    label = info.catalog_label or "catalog"
+    return [
+        EvalResult(
+            task_type="sentence-similarity",
+            task_name="Item-to-item recommendation",
+            dataset_type=label,
+            dataset_name=label,
+            metric_type=name,
+            metric_name=display,
+            metric_value=round(float(final[f"eval_{name}"]), 4),
+        )
+        for name, display in RANKING_METRICS.items()
+        if f"eval_{name}" in final
+    ]
+
+
+def _summary(info: ModelCardInfo, method: str) -> str:
+    start = (
+        f"[{info.hub_base_model}](https://huggingface.co/{info.hub_base_model})"
+        if info.hub_base_model
+        else "a local checkpoint"
+    )
+    catalog = info.catalog_label or "a catalog"
+    size = f" ({info.catalog_items:,} items)" if info.catalog_items else ""
+    fields = " and ".join(info.text_fields)
+    return (
+        f"{method}: {start} fine-tuned without labels on {catalog}{size}, so that items whose "
+        f"{fields} are alike embed close together. Items are embedded by mean pooling the last "
+        "layer and recommended by distance: MetricBERT's Metric_Inf sums the angular distances of "
+        "the two fields, a single text is compared by cosine. Trained with metricbert-trainer.\n"
+    )
+
+
+def _usage(model_id: str) -> str:
+    return f'''## Usage
+
+With sentence-transformers:
+
+```python
+from sentence_transformers import SentenceTransformer
+
+model = SentenceTransformer("{model_id}")
+embeddings = model.encode(["Rainstorm 2013 Pinot Gris (Willamette Valley)", "Tart and snappy, lime flesh and rind."])
+print(model.similarity(embeddings, embeddings))
+```
+
+With transformers (the same vectors: mean of the last hidden layer over the real tokens):
+
+```python
+import torch
+from transformers import AutoModel, AutoTokenizer
+
+tokenizer = AutoTokenizer.from_pretrained("{model_id}")
+model = AutoModel.from_pretrained("{model_id}")
+batch = tokenizer(["Rainstorm 2013 Pinot Gris (Willamette Valley)"], padding=True, truncation=True, return_tensors="pt")
+with torch.no_grad():
+    hidden = model(**batch).last_hidden_state
+mask = batch["attention_mask"].unsqueeze(-1).float()
+embeddings = (hidden * mask).sum(1) / mask.sum(1)
+```
+
+To train further (the checkpoint keeps its MLM head), load it with `AutoModelForMaskedLM`, or
+with `MetricBertTrainer` / `accelerate launch recipes/train_wines.py --model_name_or_path {model_id}`.
+'''
+
+
+def _key_value_table(values: dict[str, object]) -> str:
+    rows = "\n".join(f"| `{name}` | {_cell(value)} |" for name, value in values.items())
+    return f"| setting | value |\n|---|---|\n{rows}\n"
+
+
+def _loss_table(log_history: list[dict[str, float]]) -> str:
+    logged = [entry for entry in log_history if "loss" in entry and "step" in entry]
+    if not logged:
+        return ""
+    terms = sorted({name for entry in logged for name in entry if name.endswith("_loss")})
+    loss_terms = [*terms, *(name for name in LOGGED_STATISTICS if any(name in entry for entry in logged))]
+    if len(logged) > MAX_LOG_ROWS:
+        last = len(logged) - 1
+        logged = [logged[round(i * last / (MAX_LOG_ROWS - 1))] for i in range(MAX_LOG_ROWS)]
+    columns = ["loss", *[term for term in loss_terms if any(term in entry for entry in logged)]]
+    header = "| step | epoch | " + " | ".join(columns) + " |\n|---:|---:|" + "---:|" * len(columns) + "\n"
+    rows = "".join(
+        f"| {entry['step']} | {entry.get('epoch', 0):.2f} | "
+        + " | ".join(_number(entry.get(column)) for column in columns)
+        + " |\n"
+        for entry in logged
+    )
+    return (
+        "## Training logs\n\nThe loss and each of its terms, as logged during training:\n\n" + header + rows
+    )
+
+
+def _evaluation_table(evaluations: list[dict[str, float]], info: ModelCardInfo) -> str:
+    if not evaluations:
+        return ""
+    names = [name for name in RANKING_METRICS if f"eval_{name}" in evaluations[-1]]
+    header = (
+        "| step | epoch | "
+        + " | ".join(RANKING_METRICS[n] for n in names)
+        + " |\n|---:|---:|"
+        + "---:|" * len(names)
+        + "\n"
+    )
+    rows = "".join(
+        f"| {entry.get('step', '')} | {entry.get('epoch', 0):.2f} | "
+        + " | ".join(_number(entry.get(f"eval_{name}")) for name in names)
+        + " |\n"
+        for entry in evaluations
+    )
+    return (
+        f"## Evaluation\n\nRanking of {info.catalog_label or 'the catalog'} against its annotated similar items "
+        "(mean percentile rank, mean reciprocal rank and hit rates in %, filtered ranks; higher is better):\n\n"
+        + header
+        + rows
+    )
+
+
+def _number(value: object) -> str:
+    return "" if value is None else f"{float(value):.4f}"
+
+
+def _cell(value: object) -> str:
+    text = json.dumps(value) if isinstance(value, (dict, list)) else str(value)
+    return text.replace("|", "\\|")
+
+
+def _version(distribution: str) -> str:
+    try:
+        return metadata.version(distribution)
+    except metadata.PackageNotFoundError:
+        return "not installed"
