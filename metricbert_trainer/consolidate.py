@@ -5,17 +5,30 @@ A ZeRO checkpoint keeps the fp32 master weights partitioned across one file per 
 saved at that step: the 16-bit weights under bf16 (``zero3_save_16bit_model``), or nothing usable
 when that option was off. ``consolidate_zero_checkpoint`` merges the partitions into the full
 fp32 weights and writes a folder that ``AutoModel``, ``AutoModelForMaskedLM`` and
-sentence-transformers load like any other, with the checkpoint's config and tokenizer.
+sentence-transformers load like any other, with the checkpoint's config, tokenizer, model card
+and sentence-transformers files.
 """
 
 from __future__ import annotations
 
 import logging
+import shutil
 from pathlib import Path
 
 from transformers import AutoConfig, AutoModelForMaskedLM, AutoTokenizer
 
 logger = logging.getLogger(__name__)
+
+# What the trainer writes beside the weights of every save (sentence-transformers files, card,
+# plot); carried over so the consolidated folder publishes like any other.
+PUBLISHING_FILES = (
+    "modules.json",
+    "sentence_bert_config.json",
+    "config_sentence_transformers.json",
+    "1_Pooling/config.json",
+    "README.md",
+    "loss_terms.png",
+)
 
 
 def consolidate_zero_checkpoint(
@@ -55,5 +68,10 @@ def consolidate_zero_checkpoint(
         AutoTokenizer.from_pretrained(checkpoint_dir).save_pretrained(output_dir)
     except (OSError, ValueError):
         logger.warning("%s holds no tokenizer; copy one into %s before using it.", checkpoint_dir, output_dir)
+    for name in PUBLISHING_FILES:
+        source = checkpoint_dir / name
+        if source.is_file():
+            (output_dir / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(source, output_dir / name)
     logger.info("Wrote the consolidated fp32 model of %s to %s.", checkpoint_dir, output_dir)
     return output_dir

@@ -113,6 +113,12 @@ def render_model_card(
     return "\n".join(section for section in sections if section)
 
 
+def logged_loss_terms(logged: list[dict[str, float]]) -> list[str]:
+    """The ``*_loss`` terms of a log, leaving out those that stayed 0 (a term not in the loss)."""
+    names = sorted({name for entry in logged for name in entry if name.endswith("_loss")})
+    return [name for name in names if any(entry.get(name) for entry in logged)]
+
+
 def _eval_results(final: dict[str, float], info: ModelCardInfo) -> list[EvalResult]:
     label = info.catalog_label or "catalog"
     return [
@@ -189,8 +195,10 @@ def _loss_table(log_history: list[dict[str, float]]) -> str:
     logged = [entry for entry in log_history if "loss" in entry and "step" in entry]
     if not logged:
         return ""
-    terms = sorted({name for entry in logged for name in entry if name.endswith("_loss")})
-    loss_terms = [*terms, *(name for name in LOGGED_STATISTICS if any(name in entry for entry in logged))]
+    loss_terms = [
+        *logged_loss_terms(logged),
+        *(name for name in LOGGED_STATISTICS if any(name in entry for entry in logged)),
+    ]
     if len(logged) > MAX_LOG_ROWS:
         last = len(logged) - 1
         logged = [logged[round(i * last / (MAX_LOG_ROWS - 1))] for i in range(MAX_LOG_ROWS)]

@@ -18,6 +18,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+from .model_card import logged_loss_terms  # noqa: E402
+
 # The most frequent categories get these colours (tab10 without its grey); the rest are drawn
 # light grey as "other".
 CATEGORY_COLOURS = (
@@ -41,7 +43,7 @@ def plot_loss_terms(log_history: Sequence[Mapping[str, float]], path: str | Path
     logged = [entry for entry in log_history if "loss" in entry and "step" in entry]
     if not logged:
         return None
-    terms = ["loss", *sorted({name for entry in logged for name in entry if name.endswith("_loss")})]
+    terms = ["loss", *logged_loss_terms(logged)]
     statistics = [name for name in STATISTICS if any(name in entry for entry in logged)]
     figure, (losses, stats) = plt.subplots(1, 2, figsize=(11, 4))
     for names, axes in ((terms, losses), (statistics, stats)):

@@ -194,6 +194,7 @@ def test_deepspeed_zero3_checkpoint_consolidates_into_an_ordinary_checkpoint(
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert (consolidated / "model.safetensors").is_file() and (consolidated / "tokenizer.json").is_file()
+    assert (consolidated / "modules.json").is_file() and (consolidated / "README.md").is_file()
     AutoModel.from_pretrained(consolidated)
     assert_same_weights(consolidated, ddp_run, atol=1e-5)
 
