@@ -7,10 +7,12 @@ that YAML, never in library code.
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import torch
 import transformers
 from transformers import AutoTokenizer, set_seed
 
@@ -62,6 +64,7 @@ def train(
     model_args: ModelArguments, data_args: DataArguments, training_args: CatalogTrainingArguments
 ) -> TrainingRun:
     _configure_logging(training_args)
+    _warn_if_cores_idle(training_args)
     set_seed(training_args.seed)
     catalog = load_recipe_catalog(data_args)
     train_dataset = catalog.dataset
@@ -151,6 +154,27 @@ def build_ranking_evaluator(
         return None
     annotations = load_annotations(data_args.annotations, catalog)
     return TRAINERS[type(training_args)].default_ranking_evaluator(catalog, annotations, training_args)
+
+
+def _warn_if_cores_idle(training_args: CatalogTrainingArguments) -> None:
+    """``accelerate launch`` sets ``OMP_NUM_THREADS=1`` unless told otherwise (its ``--cpu`` flag does
+    not change that; only ``use_cpu: true`` in a config file or ``--num_cpu_threads_per_process``
+    do); on a machine without a GPU a lone process then trains on one core, about half as fast
+    on two cores (benchmarks/RESULTS.md)."""
+    cores = os.cpu_count() or 1
+    if (
+        training_args.world_size == 1
+        and training_args.device.type == "cpu"
+        and torch.get_num_threads() == 1 < cores
+    ):
+        logger.warning(
+            "Training on %d of %d CPU cores (OMP_NUM_THREADS=%s, accelerate's default). Launch with "
+            "`accelerate launch --num_cpu_threads_per_process %d ...` to use them all.",
+            torch.get_num_threads(),
+            cores,
+            os.environ.get("OMP_NUM_THREADS", "unset"),
+            cores,
+        )
 
 
 def _configure_logging(training_args: MetricBertConfig) -> None:

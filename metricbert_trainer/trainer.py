@@ -79,7 +79,9 @@ class MetricBertTrainer(CatalogTrainer):
         titles, descriptions = embeddings[0], embeddings[1]
         guide_vectors = excluded = None
         if self.guide is not None and (args.false_negative_filter or self._is_logging_step()):
-            guide_vectors = self.guide.embed(inputs, self.fields)
+            # The guide is not part of the prepared model, so it gets the run's mixed precision here.
+            with self.accelerator.autocast():
+                guide_vectors = self.guide.embed(inputs, self.fields).float()
             if shard is not None:
                 # [titles; descriptions] of this process -> the same layout over the global batch.
                 local = guide_vectors.view(2, -1, guide_vectors.shape[-1])

@@ -69,6 +69,7 @@ def train_wines(config: str, model_path: str, output_dir: Path, *extra: str) -> 
             save_strategy="steps",
             save_steps=2,
             save_total_limit=3,
+            cpu_bf16="false",  # fp32, so the engines can be compared to float32 rounding
         ),
         *extra,
     )

@@ -25,6 +25,13 @@ class RecoBertConfig(CatalogTrainingArguments):
     first two only, which is what the ranking evaluation during training uses.
     """
 
+    cpu_bf16: bool = field(
+        default=False,
+        metadata={
+            "help": "Train under bf16 autocast on CPUs with native bf16 (off for RecoBERT: its rankings under "
+            "bf16 training have not been measured)."
+        },
+    )
     tdm_weight: float = field(
         default=1.0, metadata={"help": "Weight of the title-description matching (TDM) loss."}
     )

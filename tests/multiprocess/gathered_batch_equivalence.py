@@ -46,7 +46,8 @@ def build(model_path: str, output_dir: str, settings: dict) -> MetricBertTrainer
     model = BertForMaskedLM.from_pretrained(
         model_path, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0
     )
-    args = MetricBertConfig(output_dir=output_dir, report_to="none", use_cpu=True, **settings)
+    # fp32 (no CPU bf16 autocast): the comparison is to float32 rounding.
+    args = MetricBertConfig(output_dir=output_dir, report_to="none", use_cpu=True, cpu_bf16=False, **settings)
     return MetricBertTrainer(
         model=model, args=args, processing_class=AutoTokenizer.from_pretrained(model_path)
     )

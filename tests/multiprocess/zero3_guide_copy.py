@@ -24,7 +24,8 @@ from metricbert_trainer.trainer import MetricBertTrainer
 def main(model_path: str, output_path: str) -> None:
     with tempfile.TemporaryDirectory() as output_dir:
         # Building the arguments under a ZeRO-3 launch makes transformers load models partitioned.
-        args = MetricBertConfig(output_dir=output_dir, report_to="none")
+        # fp32: under bf16 ZeRO-3 would load (and the guide copy) bf16 weights, not the file's.
+        args = MetricBertConfig(output_dir=output_dir, report_to="none", cpu_bf16=False)
         model = load_masked_lm(model_path)
         partitioned = all(hasattr(parameter, "ds_id") for parameter in model.parameters())
         trainer = MetricBertTrainer(

@@ -1,0 +1,273 @@
+"""Training and encoding speed of this package against sentence-transformers, measured side by side.
+
+    python benchmarks/versus_sentence_transformers.py train --rounds 2
+    python benchmarks/versus_sentence_transformers.py encode --texts 4000 --rounds 3
+
+Same machine, model (all-MiniLM-L6-v2, the copy shipped on PyPI), data (the wine sample), batch
+size (32 items) and max length (128) on both sides, in one process, the configurations taking
+turns round after round so that a machine that slows down mid-run slows all of them alike.
+
+``train``: items per second of an optimizer step (median over the measured steps of all rounds,
+after ``--warmup`` steps per round) for this package's trainer in its recipe configurations and
+for ``SentenceTransformerTrainer`` with MultipleNegativesRankingLoss (anchor = title, positive =
+description) and with TripletLoss (a random other item's description as the negative); the ratio
+of each row to the MNRL row.
+
+``encode``: texts per second of ``encoding.encode_texts`` against ``SentenceTransformer.encode``
+on the same titles and descriptions, batch 32; the median of ``--rounds``; the ratio.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import platform
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+
+import torch
+from datasets import Dataset
+from transformers import AutoTokenizer, TrainerCallback
+
+from metricbert_trainer.arguments import parse_recipe_args
+from metricbert_trainer.catalog import load_catalog
+from metricbert_trainer.config import DataArguments, MetricBertConfig, ModelArguments
+from metricbert_trainer.encoding import encode_texts
+from metricbert_trainer.modeling import DEFAULT_MODEL, load_masked_lm, resolve_model_name
+from metricbert_trainer.trainer import MetricBertTrainer
+
+CATALOG = "data/wines/winemag-sample-5811.csv"
+MNRL = "sentence-transformers: MultipleNegativesRankingLoss"
+BATCH_SIZE = 32
+MAX_LENGTH = 128
+# This package's configurations: (label, recipe config, command-line overrides).
+OURS = [
+    ("ours: default recipe (no MLM, false-negative filter)", "recipes/wines/minilm.yaml", []),
+    ("ours: default recipe, fp32 (cpu_bf16 off)", "recipes/wines/minilm.yaml", ["--cpu_bf16", "false"]),
+    (
+        "ours: no MLM, no filter, fp32 (the same work as MNRL)",
+        "recipes/wines/minilm.yaml",
+        ["--cpu_bf16", "false", "--false_negative_filter", "false", "--guide_diagnostics", "false"],
+    ),
+    ("ours: paper objective (MLM + triplet)", "recipes/wines/paper.yaml", []),
+    ("ours: paper objective, fp32 (cpu_bf16 off)", "recipes/wines/paper.yaml", ["--cpu_bf16", "false"]),
+]
+
+
+class StepTimer(TrainerCallback):
+    """Wall time of every optimizer step."""
+
+    def __init__(self) -> None:
+        self.durations: list[float] = []
+        self._started = 0.0
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        self._started = time.perf_counter()
+
+    def on_step_end(self, args, state, control, **kwargs):
+        self.durations.append(time.perf_counter() - self._started)
+
+
+def our_trainer(
+    config_path: str, overrides: list[str], items: Dataset, steps: int, output_dir: str, timer: StepTimer
+):
+    model_args, data_args, args = parse_recipe_args(
+        (ModelArguments, DataArguments, MetricBertConfig),
+        ["--config", config_path, "--output_dir", output_dir, *overrides],
+    )
+    args = dataclasses.replace(
+        args,
+        per_device_train_batch_size=BATCH_SIZE,
+        max_length=MAX_LENGTH,
+        max_steps=steps,
+        save_strategy="no",
+        eval_strategy="no",
+        report_to="none",
+        logging_steps=steps,
+        disable_tqdm=True,
+    )
+    path = resolve_model_name(model_args.model_name_or_path)
+    return MetricBertTrainer(
+        model=load_masked_lm(path),
+        args=args,
+        train_dataset=items,
+        processing_class=AutoTokenizer.from_pretrained(path),
+        callbacks=[timer],
+    )
+
+
+def sentence_transformers_trainer(
+    loss_name: str, items: Dataset, steps: int, output_dir: str, timer: StepTimer, bf16: bool = False
+):
+    from sentence_transformers import (
+        SentenceTransformer,
+        SentenceTransformerTrainer,
+        SentenceTransformerTrainingArguments,
+        losses,
+    )
+
+    model = SentenceTransformer(resolve_model_name(DEFAULT_MODEL), device="cpu")
+    model.max_seq_length = MAX_LENGTH
+    if loss_name == "mnrl":
+        dataset = Dataset.from_dict({"anchor": items["title"], "positive": items["description"]})
+        loss = losses.MultipleNegativesRankingLoss(model)
+    else:
+        shuffled = torch.randperm(len(items), generator=torch.Generator().manual_seed(1)).tolist()
+        descriptions = items["description"]
+        dataset = Dataset.from_dict(
+            {
+                "anchor": items["title"],
+                "positive": descriptions,
+                "negative": [descriptions[i] for i in shuffled],
+            }
+        )
+        loss = losses.TripletLoss(model)
+    args = SentenceTransformerTrainingArguments(
+        output_dir=output_dir,
+        per_device_train_batch_size=BATCH_SIZE,
+        max_steps=steps,
+        learning_rate=2e-5,
+        warmup_steps=0.1,
+        save_strategy="no",
+        report_to="none",
+        logging_steps=steps,
+        disable_tqdm=True,
+        use_cpu=True,
+        bf16=bf16,
+        seed=42,
+    )
+    return SentenceTransformerTrainer(
+        model=model, args=args, train_dataset=dataset, loss=loss, callbacks=[timer]
+    )
+
+
+def run_training(arguments: argparse.Namespace) -> None:
+    torch.manual_seed(0)
+    catalog = load_catalog(CATALOG)
+    items = catalog.dataset.shuffle(seed=0).select(range(BATCH_SIZE * (arguments.warmup + arguments.steps)))
+    configurations: list[tuple[str, Callable]] = [
+        (label, lambda out, timer, c=config, o=overrides: our_trainer(c, o, items, total, out, timer))
+        for label, config, overrides in OURS
+    ]
+    total = arguments.warmup + arguments.steps
+    configurations += [
+        (
+            "sentence-transformers: MultipleNegativesRankingLoss",
+            lambda out, timer: sentence_transformers_trainer("mnrl", items, total, out, timer),
+        ),
+        (
+            "sentence-transformers: TripletLoss",
+            lambda out, timer: sentence_transformers_trainer("triplet", items, total, out, timer),
+        ),
+        (
+            "sentence-transformers: MultipleNegativesRankingLoss, bf16 autocast",
+            lambda out, timer: sentence_transformers_trainer("mnrl", items, total, out, timer, bf16=True),
+        ),
+    ]
+    if arguments.only:
+        configurations = [
+            (label, build)
+            for label, build in configurations
+            if label == MNRL or any(part in label for part in arguments.only)
+        ]
+    measured: dict[str, list[float]] = {label: [] for label, _ in configurations}
+    for round_index in range(arguments.rounds):
+        for label, build in configurations:
+            timer = StepTimer()
+            with tempfile.TemporaryDirectory() as output_dir:
+                build(output_dir, timer).train()
+            measured[label] += timer.durations[arguments.warmup :]
+            print(
+                f"round {round_index + 1}: {label}: {BATCH_SIZE / statistics.median(timer.durations[arguments.warmup :]):.2f} items/s",
+                flush=True,
+            )
+    rates = {label: BATCH_SIZE / statistics.median(durations) for label, durations in measured.items()}
+    baseline = rates["sentence-transformers: MultipleNegativesRankingLoss"]
+    print(
+        header(
+            arguments,
+            f"{arguments.rounds} rounds x {arguments.steps} measured steps ({arguments.warmup} warm-up steps per round)",
+        )
+    )
+    print("| trainer | items/s (median step) | ratio to ST MNRL |\n|---|---:|---:|")
+    for label, rate in rates.items():
+        print(f"| {label} | {rate:.2f} | {rate / baseline:.2f} |")
+
+
+def run_encoding(arguments: argparse.Namespace) -> None:
+    from sentence_transformers import SentenceTransformer
+
+    catalog = load_catalog(CATALOG)
+    half = arguments.texts // 2
+    texts = catalog.texts("title")[:half] + catalog.texts("description")[:half]
+    path = resolve_model_name(DEFAULT_MODEL)
+    ours, tokenizer = load_masked_lm(path), AutoTokenizer.from_pretrained(path)
+    theirs = SentenceTransformer(path, device="cpu")
+    theirs.max_seq_length = MAX_LENGTH
+    sides = {
+        "ours: encode_texts": lambda: encode_texts(
+            ours, tokenizer, texts, batch_size=BATCH_SIZE, max_length=MAX_LENGTH
+        ),
+        "sentence-transformers: encode": lambda: theirs.encode(
+            texts, batch_size=BATCH_SIZE, convert_to_numpy=True
+        ),
+    }
+    times: dict[str, list[float]] = {label: [] for label in sides}
+    for _ in range(arguments.rounds):
+        for label, encode in sides.items():
+            started = time.perf_counter()
+            encode()
+            times[label].append(time.perf_counter() - started)
+    rates = {label: len(texts) / statistics.median(values) for label, values in times.items()}
+    baseline = rates["sentence-transformers: encode"]
+    print(
+        header(
+            arguments, f"{len(texts)} texts (titles and descriptions), median of {arguments.rounds} rounds"
+        )
+    )
+    print("| encoder | texts/s | ratio to ST |\n|---|---:|---:|")
+    for label, rate in rates.items():
+        print(f"| {label} | {rate:.1f} | {rate / baseline:.2f} |")
+
+
+def cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as handle:
+            return next(line.split(":", 1)[1].strip() for line in handle if line.startswith("model name"))
+    except (OSError, StopIteration):
+        return platform.machine()
+
+
+def header(arguments: argparse.Namespace, what: str) -> str:
+    return (
+        f"\n{time.strftime('%Y-%m-%d')}, {cpu_name()}, {torch.get_num_threads()} threads, "
+        f"torch {torch.__version__}; all-MiniLM-L6-v2, wine sample, batch {BATCH_SIZE}, max length {MAX_LENGTH}; {what}\n"
+    )
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    train = commands.add_parser("train")
+    train.add_argument("--rounds", type=int, default=2)
+    train.add_argument("--warmup", type=int, default=2)
+    train.add_argument("--steps", type=int, default=8)
+    train.add_argument(
+        "--only",
+        nargs="+",
+        default=None,
+        help="Run the rows whose label contains one of these (MNRL always runs).",
+    )
+    train.set_defaults(run=run_training)
+    encode = commands.add_parser("encode")
+    encode.add_argument("--texts", type=int, default=4000)
+    encode.add_argument("--rounds", type=int, default=3)
+    encode.set_defaults(run=run_encoding)
+    arguments = parser.parse_args(argv)
+    arguments.run(arguments)
+
+
+if __name__ == "__main__":
+    main()
