@@ -15,6 +15,7 @@ from transformers import TrainingArguments
 from .distances import Distance
 from .losses import Objective, build_loss
 from .mining import Anchors, Mining, NegativePool
+from .model_card import is_local_path
 from .modeling import DEFAULT_MODEL, PoolingInput
 
 
@@ -40,17 +41,7 @@ LOCAL_PATH = "<local path>"
 
 def redact_local_paths(values: dict) -> dict:
     """``values`` with every string that names a place on this machine replaced by ``LOCAL_PATH``."""
-    return {name: LOCAL_PATH if _is_local_path(value) else value for name, value in values.items()}
-
-
-def _is_local_path(value: object) -> bool:
-    if not isinstance(value, str) or not value:
-        return False
-    return (
-        os.path.isabs(value)
-        or value.startswith(("./", "../", "~"))
-        or (os.sep in value and os.path.exists(value))
-    )
+    return {name: LOCAL_PATH if is_local_path(value) else value for name, value in values.items()}
 
 
 @dataclass

@@ -65,8 +65,11 @@ class ModelCardInfo:
         return self.dataset_name or (Path(self.catalog).name if self.catalog else None)
 
 
-def is_local_path(value: str) -> bool:
-    """Whether ``value`` names something on this machine rather than a Hub id."""
+def is_local_path(value: object) -> bool:
+    """Whether ``value`` is a string naming something on this machine (rather than a Hub id or a
+    plain setting): what a card or the saved arguments must not publish."""
+    if not isinstance(value, str) or not value:
+        return False
     return os.path.isabs(value) or value.startswith((".", "~")) or os.path.exists(value)
 
 
@@ -111,6 +114,11 @@ def render_model_card(
         f"## Citation\n\n```bibtex\n{CITATION}\n```\n",
     ]
     return "\n".join(section for section in sections if section)
+
+
+def logged_steps(log_history: list[dict[str, float]]) -> list[dict[str, float]]:
+    """The entries of a trainer's log history that record a training step's loss."""
+    return [entry for entry in log_history if "loss" in entry and "step" in entry]
 
 
 def logged_loss_terms(logged: list[dict[str, float]]) -> list[str]:
@@ -192,7 +200,7 @@ def _key_value_table(values: dict[str, object]) -> str:
 
 
 def _loss_table(log_history: list[dict[str, float]]) -> str:
-    logged = [entry for entry in log_history if "loss" in entry and "step" in entry]
+    logged = logged_steps(log_history)
     if not logged:
         return ""
     loss_terms = [

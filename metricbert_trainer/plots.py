@@ -8,6 +8,7 @@ names; with a useful column, training should pull same-coloured items together.
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -18,7 +19,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from .model_card import logged_loss_terms  # noqa: E402
+from .model_card import LOGGED_STATISTICS, logged_loss_terms, logged_steps  # noqa: E402
 
 # The most frequent categories get these colours (tab10 without its grey); the rest are drawn
 # light grey as "other".
@@ -33,18 +34,16 @@ CATEGORY_COLOURS = (
     "#bcbd22",
     "#17becf",
 )
-# Logged statistics drawn beside the loss terms.
-STATISTICS = ("negative_closer_rate", "embedding_spread")
 
 
 def plot_loss_terms(log_history: Sequence[Mapping[str, float]], path: str | Path) -> Path | None:
     """The loss and every ``*_loss`` term against the step (left), the mining statistics (right).
     Returns ``None`` (and writes nothing) when nothing was logged yet."""
-    logged = [entry for entry in log_history if "loss" in entry and "step" in entry]
+    logged = logged_steps(log_history)
     if not logged:
         return None
     terms = ["loss", *logged_loss_terms(logged)]
-    statistics = [name for name in STATISTICS if any(name in entry for entry in logged)]
+    statistics = [name for name in LOGGED_STATISTICS if any(name in entry for entry in logged)]
     figure, (losses, stats) = plt.subplots(1, 2, figsize=(11, 4))
     for names, axes in ((terms, losses), (statistics, stats)):
         for name in names:
@@ -125,14 +124,12 @@ def plot_catalog_before_after(
 ) -> Path:
     """Encodes up to ``max_items`` items (a fixed random sample) with the ``before`` and
     ``after`` ``(model, tokenizer)`` pairs and plots both projections side by side."""
-    from .encoding import encode_texts
+    from .encoding import encode_catalog
 
     rows = np.sort(np.random.default_rng(seed).permutation(len(catalog))[:max_items])
-    projections = {}
-    for title, (model, tokenizer) in (("before training", before), ("after training", after)):
-        views = {}
-        for field in catalog.fields[:2]:
-            texts = catalog.texts(field)
-            views[field] = encode_texts(model, tokenizer, [texts[i] for i in rows], max_length=max_length)
-        projections[title] = item_vectors_for_plot(views)
+    sample = dataclasses.replace(catalog, dataset=catalog.dataset.select(rows), fields=catalog.fields[:2])
+    projections = {
+        title: item_vectors_for_plot(encode_catalog(model, tokenizer, sample, max_length=max_length))
+        for title, (model, tokenizer) in (("before training", before), ("after training", after))
+    }
     return plot_embedding_projection(projections, [labels[i] for i in rows], path, column=column)

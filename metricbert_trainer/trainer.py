@@ -7,7 +7,7 @@ import logging
 import torch
 from transformers import PreTrainedModel
 
-from .catalog_trainer import CatalogTrainer, RankingEvaluator
+from .catalog_trainer import CatalogTrainer
 from .collator import MetricBertCollator
 from .config import MetricBertConfig
 from .distributed import gather_with_grad, share_of_global_mean, world_size
@@ -36,34 +36,15 @@ class MetricBertTrainer(CatalogTrainer):
     _tag_names = ["metricbert", "sentence-similarity", "metric-learning"]
     card_method = "A MetricBERT encoder (Malkiel, Ginzburg et al., *MetricBERT*, ICASSP 2022)"
 
-    def __init__(
-        self,
-        model: PreTrainedModel,
-        args: MetricBertConfig,
-        train_dataset=None,
-        eval_dataset=None,
-        processing_class=None,
-        data_collator=None,
-        fields: tuple[str, str] = ("title", "description"),
-        ranking_evaluator: RankingEvaluator | None = None,
-        **kwargs,
-    ) -> None:
+    def __init__(self, model: PreTrainedModel, args: MetricBertConfig, *positional, **kwargs) -> None:
+        """Takes ``CatalogTrainer``'s arguments (``train_dataset``, ``processing_class``, ``fields``,
+        ``ranking_evaluator``, ...); the loss and the guide are built from ``args``."""
         self.guide = (
             StartingModelGuide(model) if args.false_negative_filter or args.guide_diagnostics else None
         )
         enable_metric_forward(model)
         self.metric_loss = build_loss(args)
-        super().__init__(
-            model=model,
-            args=args,
-            train_dataset=train_dataset,
-            eval_dataset=eval_dataset,
-            processing_class=processing_class,
-            data_collator=data_collator,
-            fields=fields,
-            ranking_evaluator=ranking_evaluator,
-            **kwargs,
-        )
+        super().__init__(model, args, *positional, **kwargs)
 
     def build_collator(self, tokenizer, args: MetricBertConfig) -> MetricBertCollator:
         return MetricBertCollator(
