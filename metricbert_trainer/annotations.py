@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from metricbert_trainer.catalog import Catalog
+from metricbert_trainer.catalog import Catalog, first_invalid_utf8_line, read_csv_strings
 
 logger = logging.getLogger(__name__)
 
@@ -202,11 +202,9 @@ def _title_keys(title: str) -> list[str]:
 
 def _read_csv(path: Path, sep: str) -> list[tuple[ItemReference, ItemReference]]:
     try:
-        frame = pd.read_csv(path, sep=sep, dtype=str, keep_default_na=False, na_values=[""], encoding="utf-8")
+        frame = read_csv_strings(path, sep)
     except UnicodeDecodeError as error:
-        raise AnnotationError(
-            f"{path}: not valid UTF-8 ({error.reason}); re-encode the file as UTF-8."
-        ) from error
+        raise _not_utf8(path, error) from error
     except (ValueError, pd.errors.ParserError) as error:
         raise AnnotationError(f"{path}: cannot be parsed as CSV: {error}") from error
     frame = frame.apply(lambda column: column.str.strip()).replace("", None)
@@ -272,8 +270,11 @@ def _reference(
 def _read_json(path: Path) -> list[tuple[ItemReference, ItemReference]]:
     try:
         content = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise AnnotationError(f"{path}: not valid UTF-8 JSON ({error}).") from error
+    except UnicodeDecodeError as error:
+        raise _not_utf8(path, error) from error
+    # ValueError also covers an integer too long to convert; RecursionError, arrays nested too deep.
+    except (ValueError, RecursionError) as error:
+        raise AnnotationError(f"{path}: not valid JSON ({error}).") from error
     if not isinstance(content, dict):
         raise AnnotationError(
             f"{path}: expected an object {{seed_title: {{similar_title: 1, ...}}}}; "
@@ -295,3 +296,10 @@ def _read_json(path: Path) -> list[tuple[ItemReference, ItemReference]]:
         seed = ItemReference(id=None, title=seed_title, where=where)
         pairs.extend((seed, ItemReference(id=None, title=title, where=where)) for title in titles)
     return pairs
+
+
+def _not_utf8(path: Path, error: UnicodeDecodeError) -> AnnotationError:
+    return AnnotationError(
+        f"{path}: line {first_invalid_utf8_line(path)} is not valid UTF-8 ({error.reason}); "
+        "re-encode the file as UTF-8."
+    )

@@ -199,7 +199,7 @@ def load_sentence_transformer(path: str | Path, *, device: str | None = None):
         raise ImportError(
             "SBERT scoring needs sentence-transformers: pip install 'metricbert-trainer[st]'."
         ) from error
-    return SentenceTransformer(str(path), device=device)
+    return SentenceTransformer(str(path), device=device, model_kwargs={"use_safetensors": True})
 
 
 def is_sentence_transformers_folder(path: str | Path) -> bool:
@@ -214,7 +214,7 @@ def load_encoder(
 
     A sentence-transformers folder keeps its transformer in the folder named by the
     ``Transformer`` entry of ``modules.json`` (often the root); a checkpoint saved with an MLM
-    head loads as its bare encoder. The model goes to ``device`` (CUDA when available by default).
+    head loads as its bare encoder. Weights load from safetensors only (never a pickle). The model goes to ``device`` (CUDA when available by default).
     """
     path = Path(path)
     if not path.is_dir():
@@ -229,6 +229,6 @@ def load_encoder(
             )
         folder = path / transformer[0].get("path", "")
     tokenizer = AutoTokenizer.from_pretrained(folder)
-    model = AutoModel.from_pretrained(folder)
+    model = AutoModel.from_pretrained(folder, use_safetensors=True)
     model.to(device or ("cuda" if torch.cuda.is_available() else "cpu"))
     return model, tokenizer

@@ -9,7 +9,6 @@ column when something is wrong, and skips empty texts with a count unless asked 
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -84,7 +83,14 @@ def load_catalog(
     _check_columns(frame, name, id_column, text_columns)
 
     ids = frame[id_column] if id_column is not None else pd.Series(range(len(frame)), index=frame.index)
-    ids = ids.map(_id_to_string)
+    ids = ids.map(_id_or_none)
+    missing = ids.isna()
+    if missing.any():
+        rows = [int(i) + 2 for i in missing[missing].index[:10]]  # +2: header line and 1-based lines
+        raise CatalogError(
+            f"{name}: column {id_column!r} is empty or missing in {int(missing.sum())} rows "
+            f"(first file lines: {rows}); fill them, or pass id_column=None to number the rows."
+        )
     duplicated = ids[ids.duplicated(keep=False)]
     if len(duplicated):
         examples = ", ".join(sorted(set(duplicated.head(10))))
@@ -133,7 +139,7 @@ def catalog_column(
     if column not in frame.columns:
         raise CatalogError(f"{name}: no column {column!r}; the columns found are {list(frame.columns)}.")
     ids = frame[id_column] if id_column is not None else pd.Series(range(len(frame)), index=frame.index)
-    values = dict(zip(ids.map(_id_to_string), frame[column].map(_text_or_none), strict=True))
+    values = dict(zip(ids.map(_id_or_none), frame[column].map(_text_or_none), strict=True))
     return [values.get(item) or "(none)" for item in catalog.ids]
 
 
@@ -152,31 +158,44 @@ def _read_table(source: str | Path | datasets.Dataset | pd.DataFrame) -> tuple[p
         )
     try:
         if kind in ("csv", "tsv"):
-            # Ids and texts are read as strings so that '007' stays '007' and 'NA' stays a word.
-            frame = pd.read_csv(
-                path,
-                sep="\t" if kind == "tsv" else ",",
-                dtype=str,
-                keep_default_na=False,
-                na_values=[""],
-                encoding="utf-8",
-            )
+            frame = read_csv_strings(path, sep="\t" if kind == "tsv" else ",")
         elif kind == "jsonl":
             frame = pd.read_json(path, lines=True, dtype=False, encoding="utf-8")
         else:
             frame = pd.read_parquet(path)
     except UnicodeDecodeError as error:
-        line = _first_invalid_utf8_line(path)
+        line = first_invalid_utf8_line(path)
         raise CatalogError(
             f"{path}: line {line} is not valid UTF-8 ({error.reason}); re-encode the file as UTF-8."
         ) from error
-    except (ValueError, pd.errors.ParserError) as error:
+    # TypeError: a JSONL line that is not an object; OSError: pyarrow on a damaged Parquet file.
+    except (ValueError, TypeError, OSError, pd.errors.ParserError) as error:
         raise CatalogError(f"{path}: cannot be parsed as {kind}: {error}") from error
     return frame, str(path)
 
 
-def _first_invalid_utf8_line(path: Path) -> int:
-    # The parser decodes in chunks, so the error's offset is not the file's: scan line by line.
+def read_csv_strings(path: Path, sep: str) -> pd.DataFrame:
+    """Reads a CSV/TSV file with every cell as a string, so that '007' stays '007' and 'NA' stays
+    a word; empty cells are NaN.
+
+    Raises pandas' ``UnicodeDecodeError`` and ``ValueError``, and a ``ValueError`` when the first row
+    has more fields than the header, which pandas would otherwise quietly read as the row's index,
+    shifting every column (a later such row is already a parser error).
+    """
+    frame = pd.read_csv(path, sep=sep, dtype=str, keep_default_na=False, na_values=[""], encoding="utf-8")
+    if not isinstance(frame.index, pd.RangeIndex):
+        raise ValueError(
+            f"line 2 has {frame.index.nlevels + len(frame.columns)} fields but the header has "
+            f"{len(frame.columns)}; quote the texts that contain the separator {sep!r}"
+        )
+    return frame
+
+
+def first_invalid_utf8_line(path: Path) -> int:
+    """The 1-based number of the file's first line that is not valid UTF-8 (0 if none is).
+
+    Parsers decode in chunks, so a decoding error's offset is not the file's: scan line by line.
+    """
     with open(path, "rb") as handle:
         for number, line in enumerate(handle, start=1):
             try:
@@ -199,14 +218,15 @@ def _check_columns(
 
 
 def _text_or_none(value: object) -> str | None:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
+    # pd.isna covers None, NaN of any float type, pd.NA and NaT, which str() would turn into words.
+    if pd.api.types.is_scalar(value) and pd.isna(value):
         return None
     text = str(value).strip()
     return text or None
 
 
-def _id_to_string(value: object) -> str:
+def _id_or_none(value: object) -> str | None:
     # Integer-valued floats (pandas turns int columns with gaps into floats) print without '.0'.
     if isinstance(value, float) and value.is_integer():
         return str(int(value))
-    return str(value).strip()
+    return _text_or_none(value)

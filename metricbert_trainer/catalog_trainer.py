@@ -10,15 +10,26 @@ class holds that machinery once; a subclass brings its collator (``build_collato
 from __future__ import annotations
 
 import json
+import logging
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import torch
 from transformers import PreTrainedModel, Trainer, TrainingArguments
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, rotate_checkpoints
 
 from .annotations import Annotations
 from .catalog import Catalog
+from .checkpoints import (
+    TRAINER_STATE_FILE,
+    checkpoint_to_resume,
+    discard_staged,
+    publish_staged,
+    published_path,
+    staging_folder,
+)
+from .collator import count_truncated
 from .evaluation import RankingEvaluator as EmbeddingRankingEvaluator
 from .model_card import ModelCardInfo, render_model_card
 from .modeling import freeze_mlm_head
@@ -26,6 +37,16 @@ from .plots import plot_loss_terms
 from .sentence_transformers_files import write_sentence_transformers_files
 
 RankingEvaluator = Callable[[PreTrainedModel, object], dict[str, float]]
+
+logger = logging.getLogger(__name__)
+# The readable record of the training arguments saved beside the weights, instead of
+# transformers' pickled training_args.bin (reading a pickle runs whatever code it names).
+TRAINING_ARGUMENTS_FILE = "training_args.json"
+PICKLED_TRAINING_ARGUMENTS_FILE = "training_args.bin"
+
+
+class NonFiniteLossError(FloatingPointError):
+    """A training step's loss was NaN or infinite (``nonfinite_loss: stop``)."""
 
 
 class CatalogTrainer(Trainer):
@@ -37,6 +58,10 @@ class CatalogTrainer(Trainer):
     ``(model, tokenizer) -> {"mpr": ..., ...}``), ``evaluate()`` ranks the catalog and logs
     ``eval_mpr``, ``eval_mrr``, ``eval_hr@10``, ... so ``metric_for_best_model``,
     ``load_best_model_at_end`` and early stopping work on ranking quality.
+
+    Faults lose nothing: checkpoints are published whole or not at all (``checkpoints``),
+    ``resume_from_checkpoint="last"`` restarts a killed run where it stopped, and a step whose
+    loss is not finite stops the run or is skipped and counted (``nonfinite_loss``).
     """
 
     # How the model card introduces the model (a subclass names its method and paper).
@@ -72,6 +97,8 @@ class CatalogTrainer(Trainer):
                 raise ValueError("Pass processing_class (the tokenizer) or a data_collator.")
             data_collator = self.build_collator(processing_class, args)
         self.ranking_evaluator = ranking_evaluator
+        self.nonfinite_losses_skipped = 0
+        self._staging_checkpoint = False
         self._metrics: dict[str, dict[str, list[float]]] = {
             "train": defaultdict(list),
             "eval": defaultdict(list),
@@ -93,6 +120,40 @@ class CatalogTrainer(Trainer):
             )
         finally:
             args.eval_strategy = eval_strategy
+        if args.nonfinite_loss == "skip" and self.is_deepspeed_enabled:
+            raise ValueError(
+                "nonfinite_loss=skip cannot be honoured under DeepSpeed, whose engine steps the optimizer inside "
+                "backward; use nonfinite_loss=stop."
+            )
+        if train_dataset is not None:
+            self._check_training_catalog(train_dataset)
+
+    def _check_training_catalog(self, train_dataset) -> None:
+        """Says what a catalog too small for the batch, or texts longer than ``max_length``, do
+        to training, before it starts rather than never."""
+        batch = self.args.per_device_train_batch_size * self.args.world_size
+        if len(train_dataset) < 2:
+            raise ValueError(
+                f"The training catalog has {len(train_dataset)} item(s); in-batch training needs at least 2."
+            )
+        if len(train_dataset) < batch:
+            logger.warning(
+                "The training catalog has %d items, fewer than one batch (%d): every step trains on all of them.",
+                len(train_dataset),
+                batch,
+            )
+        if not self.is_world_process_zero() or self.processing_class is None:
+            return
+        for name in self.fields:
+            truncated = count_truncated(self.processing_class, train_dataset[name], self.args.max_length)
+            if truncated:
+                logger.warning(
+                    "%d of %d %s texts are longer than max_length=%d tokens and are truncated.",
+                    truncated,
+                    len(train_dataset),
+                    name,
+                    self.args.max_length,
+                )
 
     def build_collator(self, tokenizer, args: TrainingArguments):
         """The collator used when none is passed: it turns catalog items into the model's inputs."""
@@ -180,8 +241,83 @@ class CatalogTrainer(Trainer):
         # Every save (checkpoints and the final model) gets the publishing files, so any folder
         # loads with sentence-transformers and says how it was trained.
         super()._save(output_dir, state_dict=state_dict)
+        if not self.args.should_save:
+            return
         folder = Path(output_dir if output_dir is not None else self.args.output_dir)
+        (folder / PICKLED_TRAINING_ARGUMENTS_FILE).unlink(missing_ok=True)
+        (folder / TRAINING_ARGUMENTS_FILE).write_text(self.args.to_json_string(), encoding="utf-8")
         self.write_publishing_files(folder)
+
+    def train(self, resume_from_checkpoint: str | bool | None = None, trial=None, **kwargs):
+        """``Trainer.train``; ``resume_from_checkpoint="last"`` resumes from the newest complete
+        checkpoint in ``output_dir`` when there is one (``checkpoints.checkpoint_to_resume``)."""
+        checkpoint = checkpoint_to_resume(resume_from_checkpoint, self.args.output_dir)
+        if checkpoint is not None and self.is_deepspeed_enabled and not self.args.allow_pickled_checkpoints:
+            raise ValueError(
+                f"Resuming the DeepSpeed checkpoint {checkpoint} unpickles its optimizer files, and a pickle can run "
+                "any code. Set allow_pickled_checkpoints (--allow_pickled_checkpoints) if you wrote it yourself."
+            )
+        return super().train(resume_from_checkpoint=checkpoint, trial=trial, **kwargs)
+
+    def _get_output_dir(self, trial) -> str:
+        run_dir = super()._get_output_dir(trial)
+        return str(staging_folder(run_dir)) if self._staging_checkpoint else run_dir
+
+    def _save_checkpoint(self, model, trial) -> None:
+        # transformers' checkpointing, writing under the staging folder (``_get_output_dir``),
+        # then published by one rename once every process has written its part.
+        run_dir = self._get_output_dir(trial)
+        name = f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
+        if self.args.should_save:
+            discard_staged(run_dir, name)
+        self.accelerator.wait_for_everyone()
+        self._staging_checkpoint = True
+        try:
+            super()._save_checkpoint(model, trial)
+        finally:
+            self._staging_checkpoint = False
+        self.accelerator.wait_for_everyone()
+        best = published_path(self.state.best_model_checkpoint, run_dir)
+        if self.args.should_save:
+            if best != self.state.best_model_checkpoint:
+                self.state.best_model_checkpoint = best
+                self.state.save_to_json(str(staging_folder(run_dir) / name / TRAINER_STATE_FILE))
+            publish_staged(run_dir, name)
+            rotate_checkpoints(
+                output_dir=run_dir,
+                save_total_limit=self.args.save_total_limit,
+                best_model_checkpoint=best,
+                use_mtime=True,
+            )
+        self.state.best_model_checkpoint = best
+        self.accelerator.wait_for_everyone()
+
+    def training_step(self, model, inputs, num_items_in_batch=None) -> torch.Tensor:
+        loss = super().training_step(model, inputs, num_items_in_batch)
+        finite = torch.isfinite(loss.detach()).all().float()
+        if self.accelerator.num_processes > 1:
+            # Every process must take the same decision: the gradients were all-reduced already.
+            finite = self.accelerator.reduce(finite, reduction="sum") == self.accelerator.num_processes
+        if bool(finite):
+            return loss
+        step = self.state.global_step + 1
+        if self.args.nonfinite_loss == "stop":
+            raise NonFiniteLossError(
+                f"The loss of training step {step} is {float(loss):g}. The last checkpoint in "
+                f"{self.args.output_dir} is intact; lower the learning rate or check the data, or set "
+                "nonfinite_loss=skip to drop such steps."
+            )
+        # The gradients accumulated in this optimizer step are dropped; the optimizer leaves
+        # parameters without a gradient as they are.
+        model.zero_grad(set_to_none=True)
+        self.nonfinite_losses_skipped += 1
+        logger.warning(
+            "Training step %d: the loss is %g; its gradients are dropped (%d skipped so far).",
+            step,
+            float(loss),
+            self.nonfinite_losses_skipped,
+        )
+        return loss
 
     def _push_from_checkpoint(self, checkpoint_folder: str) -> None:
         # transformers copies only the weights and config from the checkpoint to the output folder
@@ -238,6 +374,8 @@ class CatalogTrainer(Trainer):
             logs = {**logs, **{f"{prefix}{name}": value for name, value in means.items()}}
             self.on_logged_means(means)
             recorded.clear()
+        if mode == "train" and self.nonfinite_losses_skipped:
+            logs = {**logs, "nonfinite_losses_skipped": self.nonfinite_losses_skipped}
         super().log(logs, start_time)
 
     def _mean_across_processes(self, recorded: dict[str, list[float]]) -> dict[str, float]:

@@ -4,7 +4,7 @@
     metricbert recommend --model PATH --catalog CSV --item ID [--top-k 10]
     metricbert compare --catalog CSV --annotations FILE --baselines tfidf lda --models PATH [...]
         [--sbert PATH ...] [--recobert PATH ...] --output-dir DIR
-    metricbert consolidate CHECKPOINT OUTPUT_DIR   (a DeepSpeed ZeRO checkpoint -> a plain model)
+    metricbert consolidate CHECKPOINT OUTPUT_DIR --allow-pickle   (a DeepSpeed ZeRO checkpoint -> a plain model)
     metricbert plot CHECKPOINT --catalog CSV --column variety [--before MODEL]
 
 Model paths may be plain Hugging Face folders or sentence-transformers folders; ``NAME=PATH``
@@ -212,6 +212,11 @@ def build_parser() -> argparse.ArgumentParser:
     consolidate.add_argument(
         "--tag", default=None, help="The global_step folder to read (default: the one 'latest' names)."
     )
+    consolidate.add_argument(
+        "--allow-pickle",
+        action="store_true",
+        help="Required: DeepSpeed stores the partitions as pickles, which can run code; only for trusted checkpoints.",
+    )
     consolidate.set_defaults(command=run_consolidate)
 
     plot = commands.add_parser(
@@ -296,7 +301,9 @@ def run_recommend(args: argparse.Namespace) -> int:
 
 
 def run_consolidate(args: argparse.Namespace) -> int:
-    output_dir = consolidate_zero_checkpoint(args.checkpoint, args.output_dir, tag=args.tag)
+    output_dir = consolidate_zero_checkpoint(
+        args.checkpoint, args.output_dir, tag=args.tag, allow_pickle=args.allow_pickle
+    )
     print(f"Wrote {output_dir}: load it with AutoModel.from_pretrained({str(output_dir)!r}).")
     return 0
 

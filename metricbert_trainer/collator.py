@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -40,6 +41,40 @@ def unmasked(inputs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     return clean
 
 
+def batch_generator(seed: int, texts: Sequence[str]) -> torch.Generator:
+    """A random generator seeded by ``seed`` and the batch's texts, in order.
+
+    Masks and drawn pairs then depend on the batch alone, not on how many batches were drawn
+    before it. That is what lets a resumed run draw exactly what the uninterrupted run drew:
+    accelerate's data loader collates one batch ahead of the training step, so the global RNG
+    state a checkpoint saves has already served the next batch. Shuffling reorders a batch's
+    items every epoch, so a catalog smaller than a batch still gets fresh masks each epoch.
+    """
+    digest = hashlib.blake2b(str(seed).encode(), digest_size=8)
+    for text in texts:
+        digest.update(text.encode("utf-8", "surrogatepass") + b"\0")
+    return torch.Generator().manual_seed(int.from_bytes(digest.digest(), "little") >> 1)
+
+
+def count_truncated(tokenizer: PreTrainedTokenizerBase, texts: Sequence[str], max_length: int) -> int:
+    """How many of ``texts`` have more than ``max_length`` tokens (special tokens included), so
+    truncation is reported instead of silently cutting descriptions short."""
+    lengths = tokenizer([str(text) for text in texts], truncation=False, verbose=False)["input_ids"]
+    return sum(len(ids) > max_length for ids in lengths)
+
+
+def never_masked(tokenizer: PreTrainedTokenizerBase, encoded: dict[str, torch.Tensor]) -> torch.Tensor:
+    """Positions MLM must not mask: special tokens (those the tokenizer added, and [UNK] or any other
+    special token that came from the text itself, which ``return_special_tokens_mask`` leaves out)
+    and padding."""
+    special_ids = torch.tensor(tokenizer.all_special_ids, dtype=encoded["input_ids"].dtype)
+    return (
+        encoded["special_tokens_mask"].bool()
+        | torch.isin(encoded["input_ids"], special_ids)
+        | (encoded["attention_mask"] == 0)
+    )
+
+
 def build_masker(
     tokenizer: PreTrainedTokenizerBase, mlm_probability: float
 ) -> DataCollatorForLanguageModeling | None:
@@ -66,6 +101,8 @@ class MetricBertCollator(DataCollatorMixin):
     positive. Masking is transformers' own BERT recipe (``mlm_probability`` of the real tokens,
     80% ``[MASK]``, 10% random, 10% unchanged); special and padding tokens are never masked and
     labels are -100 everywhere else. ``mlm_probability=0`` returns unmasked inputs and no labels.
+    The masks are drawn from ``batch_generator(seed, texts)``, so a batch is masked the same way
+    in a resumed run as in an uninterrupted one.
 
     Example:
         >>> collator = MetricBertCollator(tokenizer, fields=("title", "description"))
@@ -77,6 +114,7 @@ class MetricBertCollator(DataCollatorMixin):
     max_length: int = 128
     mlm_probability: float = 0.15
     pad_to_multiple_of: int | None = None
+    seed: int = 0
     return_tensors: str = "pt"
     _masker: DataCollatorForLanguageModeling | None = field(default=None, init=False, repr=False)
 
@@ -85,8 +123,10 @@ class MetricBertCollator(DataCollatorMixin):
 
     def torch_call(self, features: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
         batch: dict[str, torch.Tensor] = {}
-        for name in self.fields:
-            texts = [str(feature[name]) for feature in features]
+        texts_by_field = {name: [str(feature[name]) for feature in features] for name in self.fields}
+        if self._masker is not None:
+            self._masker.generator = batch_generator(self.seed, sum(texts_by_field.values(), []))
+        for name, texts in texts_by_field.items():
             encoded = self.tokenizer(
                 texts,
                 truncation=True,
@@ -96,10 +136,11 @@ class MetricBertCollator(DataCollatorMixin):
                 return_special_tokens_mask=True,
                 return_tensors="pt",
             )
-            never_masked = encoded.pop("special_tokens_mask").bool() | (encoded["attention_mask"] == 0)
+            protected = never_masked(self.tokenizer, encoded)
+            del encoded["special_tokens_mask"]
             if self._masker is not None:
                 encoded["input_ids"], encoded["labels"] = self._masker.torch_mask_tokens(
-                    encoded["input_ids"], special_tokens_mask=never_masked
+                    encoded["input_ids"], special_tokens_mask=protected
                 )
             for tensor_name, tensor in encoded.items():
                 batch[field_key(name, tensor_name)] = tensor

@@ -37,6 +37,7 @@ def launched_without_accelerator() -> bool:
 
 
 LOCAL_PATH = "<local path>"
+NONFINITE_LOSS_ACTIONS = ("stop", "skip")
 
 
 def redact_local_paths(values: dict) -> dict:
@@ -65,6 +66,21 @@ class CatalogTrainingArguments(TrainingArguments):
             "help": "Without a GPU, on a CPU that multiplies bf16 natively (AMX, AVX512-BF16), train under bf16 "
             "autocast: MetricBERT trains 1.5x faster on MiniLM with unchanged rankings (benchmarks/RESULTS.md). "
             "No effect when bf16 or fp16 is set, on GPUs, or on other CPUs."
+        },
+    )
+    nonfinite_loss: str = field(
+        default="stop",
+        metadata={
+            "help": "What a NaN or infinite training loss does: stop (raise, naming the step; the last checkpoint "
+            "stays intact) or skip (drop that optimizer step's gradients, count it and go on).",
+            "choices": NONFINITE_LOSS_ACTIONS,
+        },
+    )
+    allow_pickled_checkpoints: bool = field(
+        default=False,
+        metadata={
+            "help": "Allow resuming DeepSpeed checkpoints, whose optimizer files are pickles (a pickle can run "
+            "any code): only for checkpoints you wrote."
         },
     )
     # Defaults that differ from TrainingArguments': the collator needs the text columns, and a
@@ -99,6 +115,10 @@ class CatalogTrainingArguments(TrainingArguments):
             raise ValueError("mlm_weight > 0 needs masked tokens: set mlm_probability > 0, or mlm_weight: 0.")
         if self.max_length < 2:
             raise ValueError(f"max_length must be at least 2; got {self.max_length}.")
+        if self.nonfinite_loss not in NONFINITE_LOSS_ACTIONS:
+            raise ValueError(
+                f"Unknown nonfinite_loss {self.nonfinite_loss!r}; valid choices: {', '.join(NONFINITE_LOSS_ACTIONS)}."
+            )
 
     # The arguments travel with the model: transformers pickles them into training_args.bin in
     # every saved and pushed folder and logs to_dict() to TensorBoard and W&B. Both carry the

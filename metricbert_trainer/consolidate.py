@@ -32,13 +32,20 @@ PUBLISHING_FILES = (
 
 
 def consolidate_zero_checkpoint(
-    checkpoint_dir: str | Path, output_dir: str | Path, *, tag: str | None = None
+    checkpoint_dir: str | Path, output_dir: str | Path, *, tag: str | None = None, allow_pickle: bool = False
 ) -> Path:
     """Writes the full fp32 model of a ZeRO (stage 1-3) checkpoint to ``output_dir``.
 
     ``checkpoint_dir`` is a Trainer checkpoint (``checkpoint-N``, holding ``latest`` and
-    ``global_stepN/``); ``tag`` picks another step folder than ``latest`` names.
+    ``global_stepN/``); ``tag`` picks another step folder than ``latest`` names. DeepSpeed stores
+    the partitions as pickles, and unpickling a file can run any code it names, so
+    ``allow_pickle`` must say that the checkpoint comes from a trusted run.
     """
+    if not allow_pickle:
+        raise PermissionError(
+            f"{checkpoint_dir}: DeepSpeed's partition files are pickles, and reading a pickle can run any code. "
+            "Set allow_pickle (--allow-pickle) if the checkpoint comes from a run you trust."
+        )
     try:
         from deepspeed.utils.zero_to_fp32 import get_fp32_state_dict_from_zero_checkpoint
     except ImportError as error:

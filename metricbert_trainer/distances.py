@@ -27,10 +27,14 @@ class Distance(str, Enum):
 
 
 def _cosine_matrix(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    # float32 whatever the autocast dtype: in bf16 a cosine of 0.999 rounds to 1.0.
-    x = F.normalize(x.float(), dim=-1, eps=1e-12)
-    y = F.normalize(y.float(), dim=-1, eps=1e-12)
-    return x @ y.T
+    # float32 whatever the autocast dtype: in bf16 a cosine above 0.998 rounds to 1.0, where arccos
+    # has an infinite slope; each anchor's cosine with itself is there, and its zero gradient times
+    # that slope made the backward NaN. Autocast would run the product in bf16 even on float32
+    # inputs, so it is switched off here.
+    with torch.autocast(x.device.type, enabled=False):
+        x = F.normalize(x.float(), dim=-1, eps=1e-12)
+        y = F.normalize(y.float(), dim=-1, eps=1e-12)
+        return x @ y.T
 
 
 def _paired_cosine(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -43,7 +47,9 @@ def cosine_to_distance(cosine: torch.Tensor, distance: Distance | str) -> torch.
     """Turns cosine similarities into the chosen cosine-based distance."""
     distance = Distance(distance)
     if distance is Distance.ANGULAR:
-        return torch.arccos(cosine.clamp(-COSINE_CLAMP, COSINE_CLAMP)) / torch.pi
+        # In float32: COSINE_CLAMP rounds to 1.0 in bf16 and fp16, which would leave arccos's
+        # infinite slope in reach.
+        return torch.arccos(cosine.float().clamp(-COSINE_CLAMP, COSINE_CLAMP)) / torch.pi
     if distance is Distance.COSINE:
         return 1.0 - cosine
     raise ValueError(f"{distance.value} is not a function of the cosine alone")
@@ -66,5 +72,14 @@ def paired_distance(x: torch.Tensor, y: torch.Tensor, distance: Distance | str) 
 
 
 def _safe_euclidean(difference: torch.Tensor) -> torch.Tensor:
-    # sqrt has an infinite derivative at 0 (identical vectors); the epsilon keeps it finite.
-    return torch.sqrt((difference * difference).sum(dim=-1) + 1e-12)
+    """The norm of each row of ``difference``, with a finite gradient wherever float32 holds the norm.
+
+    Squares overflow float32 above about 1e19 (and underflow below 1e-19): the distances became
+    inf and the triplet loss inf - inf = NaN. Dividing each row by its largest entry first, as
+    ``hypot`` does, keeps the squares in [0, H]; the scale is detached, which leaves the gradient
+    ``difference / norm`` unchanged. sqrt has an infinite derivative at 0 (identical vectors);
+    the epsilon keeps it finite.
+    """
+    scale = difference.detach().abs().amax(dim=-1, keepdim=True).clamp_min(torch.finfo(difference.dtype).tiny)
+    scaled = difference / scale
+    return scale.squeeze(-1) * torch.sqrt((scaled * scaled).sum(dim=-1) + 1e-12)

@@ -48,7 +48,11 @@ class MetricBertTrainer(CatalogTrainer):
 
     def build_collator(self, tokenizer, args: MetricBertConfig) -> MetricBertCollator:
         return MetricBertCollator(
-            tokenizer, fields=self.fields, max_length=args.max_length, mlm_probability=args.mlm_probability
+            tokenizer,
+            fields=self.fields,
+            max_length=args.max_length,
+            mlm_probability=args.mlm_probability,
+            seed=args.seed,
         )
 
     def compute_loss(self, model, inputs, return_outputs: bool = False, num_items_in_batch=None):

@@ -126,3 +126,32 @@ def test_malformed_files_are_named(games, tmp_path):
         load_annotations(write_json(tmp_path / "gt.pkl", {}), games)
     with pytest.raises(AnnotationError, match="not found"):
         load_annotations(tmp_path / "missing.csv", games)
+
+
+@pytest.mark.parametrize(
+    ("name", "content"),
+    [
+        ("proxy.csv", "seed_title,recommended_title\nPortal,Dying Light\nPortal,Dead Island\xa0\n"),
+        ("gt.json", '{"Portal": {\n"Dying Light": 1,\n"Dead Island\xa0": 1}}'),
+    ],
+)
+def test_non_utf8_annotation_files_name_the_line(games, tmp_path, name, content):
+    path = tmp_path / name
+    path.write_bytes(content.encode("latin-1"))
+    with pytest.raises(AnnotationError, match=f"{name}: line 3 is not valid UTF-8"):
+        load_annotations(path, games)
+
+
+def test_first_row_with_more_fields_than_the_header_is_an_error(games, tmp_path):
+    # pandas would read the extra fields as an index and shift the titles into the id columns.
+    path = tmp_path / "proxy.csv"
+    path.write_text("seed_title,recommended_title\nPortal,Dead Island, Riptide\n", encoding="utf-8")
+    with pytest.raises(AnnotationError, match="line 2 has 3 fields but the header has 2"):
+        load_annotations(path, games)
+
+
+def test_json_numbers_too_long_to_convert_are_an_annotation_error(games, tmp_path):
+    path = tmp_path / "gt.json"
+    path.write_text('{"Portal": {"Dying Light": ' + "1" * 5000 + "}}", encoding="utf-8")
+    with pytest.raises(AnnotationError, match="gt.json: not valid JSON"):
+        load_annotations(path, games)

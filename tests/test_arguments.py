@@ -53,6 +53,9 @@ def test_unknown_yaml_key_suggests_the_right_one(tmp_path):
         ("--margin", "-0.1", "margin must be >= 0"),
         ("--triplet_weight", "-1", "must be >= 0"),
         ("--mlm_probability", "1.5", r"mlm_probability must be in \[0, 1\)"),
+        ("--mlm_probability", "-0.1", r"mlm_probability must be in \[0, 1\)"),
+        ("--mlm_weight", "-1", "mlm_weight must be >= 0"),
+        ("--max_length", "1", "max_length must be at least 2"),
     ],
 )
 def test_invalid_values_rejected_at_parse_time(flag, value, message):
@@ -63,6 +66,13 @@ def test_invalid_values_rejected_at_parse_time(flag, value, message):
 def test_unknown_choice_lists_valid_ones():
     with pytest.raises(ValueError, match="Unknown mining 'hardest'; valid choices: hard, random, semi_hard"):
         MetricBertConfig(output_dir="out", mining="hardest")
+
+
+def test_unknown_nonfinite_loss_action_lists_valid_ones():
+    with pytest.raises(SystemExit):  # argparse's choices: "invalid choice: 'ignore' (choose from stop, skip)"
+        parse_recipe_args(TYPES, ["--catalog", "x.csv", "--output_dir", "out", "--nonfinite_loss", "ignore"])
+    with pytest.raises(ValueError, match="Unknown nonfinite_loss 'ignore'; valid choices: stop, skip"):
+        MetricBertConfig(output_dir="out", nonfinite_loss="ignore")
 
 
 def test_missing_catalog_says_what_to_pass():

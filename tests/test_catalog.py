@@ -87,3 +87,54 @@ def test_too_few_items(tmp_path):
     pd.DataFrame(ITEMS[:1]).to_csv(path, index=False)
     with pytest.raises(CatalogError, match="only 1 usable items"):
         load_catalog(path, id_column="sku", text_columns=["name", "text"])
+
+
+def test_non_utf8_jsonl_names_the_line(tmp_path):
+    path = tmp_path / "items.jsonl"
+    lines = [json.dumps(item) for item in ITEMS]
+    lines[1] = lines[1].replace("White one", "Blanc s\xe9c")
+    path.write_bytes("\n".join(lines).encode("latin-1"))
+    with pytest.raises(CatalogError, match="items.jsonl: line 2 is not valid UTF-8"):
+        load_catalog(path, id_column="sku", text_columns=["name", "text"])
+
+
+def test_missing_ids_are_rejected_with_their_lines(tmp_path):
+    path = tmp_path / "items.csv"
+    path.write_text("sku,name,text\na1,Red one,Cherry.\n,White one,Lemon.\n  ,Rosé,Dry.\n", encoding="utf-8")
+    with pytest.raises(
+        CatalogError, match=r"'sku' is empty or missing in 2 rows \(first file lines: \[3, 4\]\)"
+    ):
+        load_catalog(path, id_column="sku", text_columns=["name", "text"])
+    frame = pd.DataFrame(ITEMS).astype(object)
+    frame.loc[0, "sku"] = None  # not the word 'None' or 'nan' as an id
+    with pytest.raises(CatalogError, match="'sku' is empty or missing in 1 rows"):
+        load_catalog(frame, id_column="sku", text_columns=["name", "text"])
+
+
+def test_missing_values_of_any_kind_are_empty_texts(caplog):
+    frame = pd.DataFrame(ITEMS + [{"sku": "d4", "name": "Orange one", "text": "Apricot."}]).astype(object)
+    frame.loc[1, "name"], frame.loc[2, "text"] = pd.NA, pd.NaT  # not the words '<NA>' and 'NaT'
+    catalog = load_catalog(frame, id_column="sku", text_columns=["name", "text"])
+    assert catalog.ids == ["a1", "d4"]
+
+
+def test_first_row_with_more_fields_than_the_header_is_an_error(tmp_path):
+    # pandas would read the extra fields as an index and shift every column by two.
+    path = tmp_path / "items.csv"
+    path.write_text(
+        "sku,name,text\na1,Red one,Cherry, plum and spice\nb2,White one,Lemon.\n", encoding="utf-8"
+    )
+    with pytest.raises(CatalogError, match="line 2 has 4 fields but the header has 3; quote the texts"):
+        load_catalog(path, id_column="sku", text_columns=["name", "text"])
+
+
+def test_unreadable_jsonl_and_parquet_are_catalog_errors(tmp_path):
+    jsonl = tmp_path / "items.jsonl"
+    jsonl.write_text(json.dumps(ITEMS[0]) + "\nnull\n", encoding="utf-8")
+    with pytest.raises(CatalogError, match="cannot be parsed as jsonl"):
+        load_catalog(jsonl, id_column="sku", text_columns=["name", "text"])
+    parquet = tmp_path / "items.parquet"
+    pd.DataFrame(ITEMS).to_parquet(parquet)
+    parquet.write_bytes(parquet.read_bytes()[:4] + b"\0" * 8 + parquet.read_bytes()[-8:])  # damaged
+    with pytest.raises(CatalogError, match="cannot be parsed as parquet"):
+        load_catalog(parquet, id_column="sku", text_columns=["name", "text"])

@@ -1,7 +1,7 @@
 import torch
 
 from metricbert_trainer.catalog import load_catalog
-from metricbert_trainer.collator import MetricBertCollator, field_inputs
+from metricbert_trainer.collator import MetricBertCollator, field_inputs, unmasked
 
 
 def _wine_items(wines_csv, count):
@@ -50,3 +50,28 @@ def test_row_order_matches_items(tokenizer):
     for i, item in enumerate(items):
         ids = batch["title_input_ids"][i][batch["title_attention_mask"][i].bool()]
         assert tokenizer.decode(ids, skip_special_tokens=True) == item["title"]
+
+
+def test_unknown_tokens_from_the_text_are_never_masked(tokenizer):
+    # U+0378 is an unassigned code point: the tokenizer turns it into [UNK], a special token.
+    items = [{"title": f"Wine \u0378 number {index}", "description": "\u0378 " * 20} for index in range(16)]
+    batch = MetricBertCollator(tokenizer, max_length=64, mlm_probability=0.9, seed=1)(items)
+    for name in ("title", "description"):
+        unknown = unmasked(field_inputs(batch, name))["input_ids"] == tokenizer.unk_token_id
+        assert unknown.sum() >= 16
+        assert (batch[f"{name}_labels"][unknown] == -100).all()
+
+
+def test_masks_depend_on_the_batch_and_seed_not_on_earlier_batches(tokenizer, wines_csv):
+    # A resumed run must mask a batch as the uninterrupted run did, whatever was drawn before.
+    items = _wine_items(wines_csv, 8)
+    collator = MetricBertCollator(tokenizer, max_length=64, mlm_probability=0.15, seed=5)
+    first = collator(items)
+    collator(_wine_items(wines_csv, 16)[8:])
+    torch.manual_seed(123)
+    again = collator(items)
+    assert all(torch.equal(first[key], again[key]) for key in first)
+    reseeded = MetricBertCollator(tokenizer, max_length=64, mlm_probability=0.15, seed=6)(items)
+    reordered = collator(items[::-1])
+    assert not torch.equal(first["description_labels"], reseeded["description_labels"])
+    assert not torch.equal(first["description_labels"], reordered["description_labels"].flip(0))

@@ -162,13 +162,23 @@ def test_two_process_run_resumes_from_its_checkpoint(tmp_path, tiny_model_path, 
     assert state["global_step"] == 4
 
 
-def test_deepspeed_zero2_trains_like_ddp_and_saves_a_loadable_model(tmp_path, tiny_model_path, ddp_run):
+def test_deepspeed_zero2_trains_like_ddp_and_resumes_only_when_pickles_are_allowed(
+    tmp_path, tiny_model_path, ddp_run
+):
     output_dir = tmp_path / "zero2"
     train_wines("zero2.yaml", tiny_model_path, output_dir)
     assert (output_dir / "checkpoint-4" / "global_step4").is_dir()  # DeepSpeed wrote the checkpoint
     # Other reduction orders than DDP's: equal to float32 rounding (the weights move by ~1e-3).
     assert_same_weights(output_dir, ddp_run, atol=1e-5)
     AutoModel.from_pretrained(output_dir)
+
+    # DeepSpeed's optimizer files are pickles: resuming one needs the explicit option.
+    resumed = tmp_path / "zero2-resumed"
+    resume = ("--resume_from_checkpoint", str(output_dir / "checkpoint-2"))
+    with pytest.raises(AssertionError, match="allow_pickled_checkpoints"):
+        train_wines("zero2.yaml", tiny_model_path, resumed, *resume)
+    train_wines("zero2.yaml", tiny_model_path, resumed, *resume, "--allow_pickled_checkpoints", "true")
+    assert_same_weights(resumed, ddp_run, atol=1e-5)
 
 
 def test_deepspeed_zero3_checkpoint_consolidates_into_an_ordinary_checkpoint(
@@ -187,6 +197,7 @@ def test_deepspeed_zero3_checkpoint_consolidates_into_an_ordinary_checkpoint(
             "consolidate",
             str(output_dir / "checkpoint-4"),
             str(consolidated),
+            "--allow-pickle",
         ],
         env=LAUNCH_ENV,
         capture_output=True,

@@ -231,3 +231,55 @@ def test_every_objective_trains_logs_its_term_and_reaches_the_model_card(
     card = (tmp_path / "out" / "README.md").read_text(encoding="utf-8")
     recorded = json.loads(card.split("## MetricBERT objective")[1].split("```json")[1].split("```")[0])
     assert recorded == args.loss_config() and recorded["objective"] == objective
+
+
+def test_texts_longer_than_max_length_are_truncated_and_counted(
+    tmp_path, tiny_model_path, tokenizer, wine_items, caplog
+):
+    long_description = " ".join(["tannic"] * 300)
+    items = wine_items.select(range(8)).map(
+        lambda item, index: {"description": long_description if index < 3 else item["description"]},
+        with_indices=True,
+    )
+    trainer = MetricBertTrainer(
+        model=load_masked_lm(tiny_model_path),
+        args=_config(tmp_path, max_length=64),
+        train_dataset=items,
+        processing_class=tokenizer,
+    )
+    assert "3 of 8 description texts are longer than max_length=64 tokens and are truncated" in caplog.text
+    batch = trainer.data_collator(list(items))
+    assert batch["description_input_ids"].shape == (8, 64)
+
+
+def test_catalogs_smaller_than_a_batch(tmp_path, tiny_model_path, tokenizer, wine_items, caplog):
+    trainer = MetricBertTrainer(
+        model=load_masked_lm(tiny_model_path),
+        args=_config(tmp_path, num_train_epochs=3),
+        train_dataset=wine_items.select(range(3)),
+        processing_class=tokenizer,
+    )
+    assert "3 items, fewer than one batch (16)" in caplog.text
+    trainer.train()
+    assert all(np.isfinite(loss) for loss in _loss_history(trainer, "loss"))
+    with pytest.raises(ValueError, match="1 item"):
+        MetricBertTrainer(
+            model=load_masked_lm(tiny_model_path),
+            args=_config(tmp_path),
+            train_dataset=wine_items.select(range(1)),
+            processing_class=tokenizer,
+        )
+
+
+def test_a_one_item_last_batch_adds_no_triplet(tmp_path, tiny_model_path, tokenizer, wine_items):
+    # 17 items in batches of 16: the last batch has one item, so no negative to mine.
+    trainer = MetricBertTrainer(
+        model=load_masked_lm(tiny_model_path),
+        args=_config(tmp_path, logging_steps=1),
+        train_dataset=wine_items.select(range(17)),
+        processing_class=tokenizer,
+    )
+    trainer.train()
+    losses = _loss_history(trainer, "triplet_loss")
+    assert len(losses) == 2 and losses[0] > 0 and losses[1] == 0
+    assert all(torch.isfinite(parameter).all() for parameter in trainer.model.parameters())

@@ -131,8 +131,8 @@ class InBatchLoss(nn.Module):
         """``titles`` and ``descriptions`` are [B, H], row ``i`` of both from item ``i``.
 
         ``excluded`` ([A, 2B], optional, rows in ``anchors_and_positives`` order) removes
-        candidates from mining, e.g. suspected false negatives; anchors left with no candidate do
-        not contribute to the loss. With ``shard`` the rows are the batch gathered from every
+        candidates from mining, e.g. suspected false negatives; anchors left with no candidate
+        (also: every anchor of a one-item batch) do not contribute to the loss. With ``shard`` the rows are the batch gathered from every
         process (``distributed.gather_with_grad``): only this process's items anchor, every
         gathered element is a candidate, and the loss is this process's share of the global mean.
         """
@@ -141,8 +141,9 @@ class InBatchLoss(nn.Module):
         allowed = negative_candidates(anchor_index, positive_index, len(elements), self.negative_pool)
         if excluded is not None:
             allowed &= ~excluded
-            keep = allowed.any(dim=1)
-            anchor_index, positive_index, allowed = anchor_index[keep], positive_index[keep], allowed[keep]
+        # An anchor with no candidate (filtered out, or a one-item batch) has no triplet.
+        keep = allowed.any(dim=1)
+        anchor_index, positive_index, allowed = anchor_index[keep], positive_index[keep], allowed[keep]
         if len(anchor_index) == 0:
             # Still reduced, so every process takes part in the same collectives.
             zero = share_of_global_mean(elements.sum() * 0.0, 0, shard)

@@ -10,7 +10,7 @@ import torch
 from transformers import DataCollatorForLanguageModeling, PreTrainedTokenizerBase
 from transformers.data.data_collator import DataCollatorMixin
 
-from ..collator import build_masker
+from ..collator import batch_generator, build_masker
 from .pairs import encode_pairs
 
 
@@ -25,8 +25,8 @@ class RecoBertCollator(DataCollatorMixin):
     catalog. A drawn description whose text equals the item's own is labelled 1: it is a match.
     Each pair is one joint input (``recobert.pairs.encode_pairs``) with ``title_mask`` and
     ``description_mask`` over its two segments; ``mlm_probability`` of its real tokens are masked
-    with BERT's 80/10/10 recipe (``labels``, -100 elsewhere). Randomness comes from torch's
-    generator, which the Trainer seeds.
+    with BERT's 80/10/10 recipe (``labels``, -100 elsewhere). Partners and masks are drawn from
+    ``collator.batch_generator(seed, texts)``, so a resumed run draws what the uninterrupted run drew.
 
     Example:
         >>> collator = RecoBertCollator(tokenizer)
@@ -39,6 +39,7 @@ class RecoBertCollator(DataCollatorMixin):
     mlm_probability: float = 0.15
     negative_probability: float = 0.5
     pad_to_multiple_of: int | None = None
+    seed: int = 0
     return_tensors: str = "pt"
     _masker: DataCollatorForLanguageModeling | None = field(default=None, init=False, repr=False)
 
@@ -53,7 +54,8 @@ class RecoBertCollator(DataCollatorMixin):
         title_field, description_field = self.fields
         titles = [str(feature[title_field]) for feature in features]
         descriptions = [str(feature[description_field]) for feature in features]
-        partners = self.draw_partners(len(features))
+        generator = batch_generator(self.seed, titles + descriptions)
+        partners = self.draw_partners(len(features), generator)
         paired = [descriptions[j] for j in partners.tolist()]
         labels = torch.tensor(
             [float(paired[i] == descriptions[i]) for i in range(len(features))], dtype=torch.float32
@@ -67,18 +69,19 @@ class RecoBertCollator(DataCollatorMixin):
         )
         never_masked = batch.pop("special_tokens_mask")
         if self._masker is not None:
+            self._masker.generator = generator
             batch["input_ids"], batch["labels"] = self._masker.torch_mask_tokens(
                 batch["input_ids"], special_tokens_mask=never_masked
             )
         batch["tdm_labels"] = labels
         return batch
 
-    def draw_partners(self, batch_size: int) -> torch.Tensor:
+    def draw_partners(self, batch_size: int, generator: torch.Generator) -> torch.Tensor:
         """Row ``i``'s description comes from row ``partners[i]``: itself, or another row."""
         partners = torch.arange(batch_size)
         if batch_size < 2:
             return partners
-        negative = torch.rand(batch_size) < self.negative_probability
+        negative = torch.rand(batch_size, generator=generator) < self.negative_probability
         # An offset in [1, batch_size) from i lands uniformly on the other rows.
-        offsets = torch.randint(1, batch_size, (batch_size,))
+        offsets = torch.randint(1, batch_size, (batch_size,), generator=generator)
         return torch.where(negative, (partners + offsets) % batch_size, partners)

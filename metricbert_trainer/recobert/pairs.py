@@ -16,6 +16,7 @@ from collections.abc import Sequence
 import torch
 from transformers import PreTrainedTokenizerBase
 
+from ..collator import never_masked
 from ..modeling import PAIR_ENCODER_KEYS
 
 
@@ -59,7 +60,7 @@ def encode_pairs(
         dtype=torch.long,
     ).reshape(encoded["input_ids"].shape)
     batch = {name: encoded[name] for name in PAIR_ENCODER_KEYS if name in encoded}
-    batch["special_tokens_mask"] = encoded["special_tokens_mask"].bool() | (encoded["attention_mask"] == 0)
+    batch["special_tokens_mask"] = never_masked(tokenizer, encoded)
     batch["title_mask"] = segments == 0
     batch["description_mask"] = segments == 1
     return batch

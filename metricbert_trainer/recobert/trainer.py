@@ -51,6 +51,7 @@ class RecoBertTrainer(catalog_trainer.CatalogTrainer):
             max_length=args.max_length,
             mlm_probability=args.mlm_probability,
             negative_probability=args.negative_probability,
+            seed=args.seed,
         )
 
     def compute_loss(self, model, inputs, return_outputs: bool = False, num_items_in_batch=None):
