@@ -59,7 +59,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     transformers.logging.set_verbosity_error()
     try:
         return args.command(args)
-    except (CatalogError, AnnotationError, FileNotFoundError, ValueError) as error:
+    except (CatalogError, AnnotationError, FileNotFoundError, PermissionError, ValueError) as error:
         print(f"metricbert {args.command_name}: error: {error}", file=sys.stderr)
         return 1
 

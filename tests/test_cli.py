@@ -168,6 +168,8 @@ def test_errors_are_reported_not_raised(files, tiny_model_path, tmp_path, capsys
     )
     assert "Nothing to compare" in capsys.readouterr().err
     assert main(["consolidate", tiny_model_path, str(tmp_path / "merged")]) == 1
+    assert "--allow-pickle" in capsys.readouterr().err
+    assert main(["consolidate", tiny_model_path, str(tmp_path / "merged"), "--allow-pickle"]) == 1
     assert "is not a DeepSpeed checkpoint" in capsys.readouterr().err
 
 

@@ -125,6 +125,7 @@ def test_a_failed_save_keeps_the_previous_checkpoints(uninterrupted, tiny_model_
 
 
 def test_resume_setting_names_what_is_wrong(tmp_path, caplog):
+    caplog.set_level("WARNING", logger="metricbert_trainer")
     assert checkpoint_to_resume(None, tmp_path) is None
     assert checkpoint_to_resume("last", tmp_path / "never-trained") is None
     assert "starting afresh" in caplog.text

@@ -236,6 +236,7 @@ def test_every_objective_trains_logs_its_term_and_reaches_the_model_card(
 def test_texts_longer_than_max_length_are_truncated_and_counted(
     tmp_path, tiny_model_path, tokenizer, wine_items, caplog
 ):
+    caplog.set_level("WARNING", logger="metricbert_trainer")
     long_description = " ".join(["tannic"] * 300)
     items = wine_items.select(range(8)).map(
         lambda item, index: {"description": long_description if index < 3 else item["description"]},
@@ -253,6 +254,7 @@ def test_texts_longer_than_max_length_are_truncated_and_counted(
 
 
 def test_catalogs_smaller_than_a_batch(tmp_path, tiny_model_path, tokenizer, wine_items, caplog):
+    caplog.set_level("WARNING", logger="metricbert_trainer")
     trainer = MetricBertTrainer(
         model=load_masked_lm(tiny_model_path),
         args=_config(tmp_path, num_train_epochs=3),
