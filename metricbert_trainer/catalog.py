@@ -62,6 +62,7 @@ def load_catalog(
     text_columns: Sequence[str] = ("title", "description"),
     strict: bool = False,
     min_items: int = 2,
+    name: str | None = None,
 ) -> Catalog:
     """Reads a catalog from a CSV/TSV/JSONL/Parquet file, a ``datasets.Dataset`` or a DataFrame.
 
@@ -71,6 +72,7 @@ def load_catalog(
         text_columns: the text fields, in order; the first is the title, shown in listings.
         strict: raise on empty or missing texts instead of skipping those items.
         min_items: fewer usable items than this is an error (a batch needs negatives).
+        name: what messages and ``Catalog.source`` call an in-memory table (e.g. its Hub id).
     """
     text_columns = tuple(text_columns)
     if len(text_columns) < 2:
@@ -79,7 +81,8 @@ def load_catalog(
         )
     if len(set(text_columns)) != len(text_columns):
         raise CatalogError(f"text_columns repeats a column: {text_columns}.")
-    frame, name = _read_table(source)
+    frame, read_name = _read_table(source)
+    name = name or read_name
     _check_columns(frame, name, id_column, text_columns)
 
     ids = frame[id_column] if id_column is not None else pd.Series(range(len(frame)), index=frame.index)

@@ -29,7 +29,7 @@ from .checkpoints import (
     published_path,
     staging_folder,
 )
-from .collator import count_truncated
+from .collator import batch_slots, count_truncated
 from .evaluation import RankingEvaluator as EmbeddingRankingEvaluator
 from .model_card import ModelCardInfo, render_model_card
 from .modeling import freeze_mlm_head
@@ -84,11 +84,9 @@ class CatalogTrainer(Trainer):
         model_card_info: ModelCardInfo | None = None,
         **kwargs,
     ) -> None:
-        if len(fields) != 2:
-            raise ValueError(
-                f"A training batch pairs exactly two fields (title and description); got {fields}."
-            )
         self.fields = tuple(fields)
+        # The names of an item's two texts in a batch (collator.batch_slots).
+        self.batch_fields = batch_slots(self.fields)
         self.model_card_info = model_card_info or ModelCardInfo(text_fields=self.fields)
         if args.mlm_weight == 0:
             freeze_mlm_head(model)

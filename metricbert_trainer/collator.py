@@ -13,6 +13,16 @@ from transformers.data.data_collator import DataCollatorMixin
 
 # Keys of one field's tensors in a collated batch, e.g. ``title_input_ids``.
 TENSOR_KEYS = ("input_ids", "attention_mask", "token_type_ids", "labels")
+# A batch of items with more than two text fields holds, per item, two of them drawn at random.
+PAIR_SLOTS = ("anchor", "positive")
+
+
+def batch_slots(fields: Sequence[str]) -> tuple[str, str]:
+    """The names a collated batch gives its two texts per item: the fields themselves for a
+    two-field catalog, ``PAIR_SLOTS`` when each item's pair is drawn from more fields."""
+    if len(fields) < 2:
+        raise ValueError(f"Training pairs two text fields of an item; got {tuple(fields)}.")
+    return tuple(fields) if len(fields) == 2 else PAIR_SLOTS
 
 
 def field_key(field_name: str, tensor_name: str) -> str:
@@ -75,6 +85,18 @@ def never_masked(tokenizer: PreTrainedTokenizerBase, encoded: dict[str, torch.Te
     )
 
 
+def draw_field_pairs(columns: list[list[str]], generator: torch.Generator) -> dict[str, list[str]]:
+    """Per item, two distinct fields in random order: ``{"anchor": [...], "positive": [...]}``.
+
+    ``columns`` holds one list of texts per field, all of the same length.
+    """
+    order = torch.rand(len(columns[0]), len(columns), generator=generator).argsort(dim=1)
+    return {
+        slot: [columns[field][item] for item, field in enumerate(order[:, position].tolist())]
+        for position, slot in enumerate(PAIR_SLOTS)
+    }
+
+
 def build_masker(
     tokenizer: PreTrainedTokenizerBase, mlm_probability: float
 ) -> DataCollatorForLanguageModeling | None:
@@ -93,6 +115,11 @@ def build_masker(
 @dataclass
 class MetricBertCollator(DataCollatorMixin):
     """Turns catalog items (dicts with one text per field) into masked, padded encoder inputs.
+
+    With two fields, the batch holds both. With more (say title, description, tags), each item
+    contributes two distinct fields drawn at random for this batch, in the slots ``anchor`` and
+    ``positive`` (``PAIR_SLOTS``): an item's fields all describe it, so any two of them are a
+    positive pair, and every pair is seen over the epochs. Below, "field" means a slot then.
 
     Each field is padded only to its own longest text in the batch (titles are short, descriptions
     long), and comes back as ``{field}_input_ids``, ``{field}_attention_mask``,
@@ -116,16 +143,21 @@ class MetricBertCollator(DataCollatorMixin):
     pad_to_multiple_of: int | None = None
     seed: int = 0
     return_tensors: str = "pt"
+    slots: tuple[str, str] = field(default=PAIR_SLOTS, init=False)
     _masker: DataCollatorForLanguageModeling | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
+        self.slots = batch_slots(self.fields)
         self._masker = build_masker(self.tokenizer, self.mlm_probability)
 
     def torch_call(self, features: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
         batch: dict[str, torch.Tensor] = {}
         texts_by_field = {name: [str(feature[name]) for feature in features] for name in self.fields}
+        generator = batch_generator(self.seed, sum(texts_by_field.values(), []))
+        if self.slots != tuple(self.fields):
+            texts_by_field = draw_field_pairs(list(texts_by_field.values()), generator)
         if self._masker is not None:
-            self._masker.generator = batch_generator(self.seed, sum(texts_by_field.values(), []))
+            self._masker.generator = generator
         for name, texts in texts_by_field.items():
             encoded = self.tokenizer(
                 texts,

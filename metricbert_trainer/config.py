@@ -274,11 +274,48 @@ class ModelArguments:
 
 @dataclass
 class DataArguments:
-    catalog: str = field(default=None, metadata={"help": "Catalog file: CSV, TSV, JSONL or Parquet."})
-    id_column: str | None = field(default="id", metadata={"help": "Column of unique item ids."})
+    catalog: str = field(
+        default=None,
+        metadata={
+            "help": "Catalog file: CSV, TSV, JSONL or Parquet (or a sectioned CSV, see sections). Or give dataset."
+        },
+    )
+    dataset: str | None = field(
+        default=None,
+        metadata={
+            "help": "Instead of catalog: a Hugging Face dataset (a Hub id, or a local folder of data files) "
+            "loaded with datasets.load_dataset."
+        },
+    )
+    dataset_config: str | None = field(default=None, metadata={"help": "The dataset's configuration name."})
+    dataset_split: str = field(
+        default="train", metadata={"help": "The dataset's split that holds the catalog."}
+    )
+    id_column: str | None = field(
+        default="id", metadata={"help": "Column of unique item ids; empty: number the rows."}
+    )
     text_columns: list[str] = field(
         default_factory=lambda: ["title", "description"],
-        metadata={"help": "Text fields of an item, title first.", "nargs": "+"},
+        metadata={
+            "help": "Text fields of an item, title first. With more than two, each training pair is two of them "
+            "drawn per item and step, and Metric_Inf sums the distances over all of them.",
+            "nargs": "+",
+        },
+    )
+    title_column: str | None = field(
+        default=None, metadata={"help": "Shorthand: the first text column (replaces text_columns[0])."}
+    )
+    description_column: str | None = field(
+        default=None, metadata={"help": "Shorthand: the second text column (replaces text_columns[1])."}
+    )
+    sections: list[str] | None = field(
+        default=None,
+        metadata={
+            "help": "Read catalog as a sectioned CSV (columns title and sections, a Python-literal list of "
+            "(section_title, text) pairs, as the video-games benchmark): the description is the first of these "
+            "sections an item has; items with none are skipped with a count.",
+            "nargs": "+",
+        },
     )
     annotations: str | None = field(
         default=None,
@@ -296,7 +333,8 @@ class DataArguments:
     dataset_name: str | None = field(
         default=None,
         metadata={
-            "help": "The catalog's name in the model card (a Hub dataset id where it has one); default: its file name."
+            "help": "The catalog's name in the model card (a Hub dataset id where it has one); default: the "
+            "dataset id, or the catalog's file name."
         },
     )
     plot_column: str | None = field(
@@ -308,10 +346,29 @@ class DataArguments:
     )
 
     def __post_init__(self) -> None:
-        if self.catalog is None:
+        if (self.catalog is None) == (self.dataset is None):
             raise ValueError(
-                "No catalog given: pass --catalog path/to/items.csv (or set catalog: in the YAML config)."
+                "Give the catalog either as a file (--catalog path/to/items.csv) or as a dataset "
+                "(--dataset hub-user/name), exactly one of them (or set catalog: in the YAML config)."
             )
+        if self.sections is not None and self.catalog is None:
+            raise ValueError("sections reads a sectioned CSV file: pass it with --catalog.")
+        self.id_column = self.id_column or None
+        self.text_columns = list(self.text_columns)
+        for position, name in enumerate((self.title_column, self.description_column)):
+            if name:
+                self.text_columns[position] = name
+        if len(self.text_columns) < 2 or len(set(self.text_columns)) != len(self.text_columns):
+            raise ValueError(
+                f"text_columns must name at least two distinct columns; got {self.text_columns}."
+            )
+        if self.dataset is not None and self.dataset_name is None:
+            self.dataset_name = self.dataset
+
+    @property
+    def source(self) -> str:
+        """The catalog's file or dataset, as the user named it."""
+        return self.catalog if self.catalog is not None else self.dataset
 
 
 def _choice(enum_type, value, name: str):

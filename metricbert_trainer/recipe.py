@@ -12,19 +12,21 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import datasets
 import torch
 import transformers
 from transformers import AutoTokenizer, set_seed
 
 from .annotations import load_annotations
 from .arguments import parse_recipe_args
-from .catalog import Catalog, catalog_column, load_catalog
+from .catalog import Catalog, CatalogError, catalog_column, load_catalog
 from .catalog_trainer import CatalogTrainer, RankingEvaluator
 from .config import CatalogTrainingArguments, DataArguments, MetricBertConfig, ModelArguments
 from .model_card import ModelCardInfo
 from .modeling import load_masked_lm, resolve_model_name, whole_model_loading
 from .plots import plot_catalog_before_after
 from .recobert import RecoBertConfig, RecoBertTrainer
+from .sectioned_catalog import load_sectioned_catalog
 from .trainer import MetricBertTrainer
 
 # The trainer each kind of training arguments configures.
@@ -78,13 +80,13 @@ def train(
         args=training_args,
         train_dataset=train_dataset,
         processing_class=tokenizer,
-        fields=tuple(data_args.text_columns[:2]),
+        fields=catalog.fields,
         ranking_evaluator=build_ranking_evaluator(data_args, training_args, catalog),
         model_card_info=ModelCardInfo(
             base_model=model_args.model_name_or_path,
-            catalog=data_args.catalog,
+            catalog=data_args.source,
             catalog_items=len(train_dataset),
-            text_fields=tuple(data_args.text_columns[:2]),
+            text_fields=catalog.fields,
             dataset_name=data_args.dataset_name,
             license=model_args.model_license,
         ),
@@ -114,7 +116,8 @@ def plot_recipe_embeddings(
     """The PCA of the catalog under the starting and the trained model, coloured by ``plot_column``,
     into the output folder. Both models are loaded afresh and whole on this process alone, so the
     plot works whatever engine trained them."""
-    labels = catalog_column(data_args.catalog, catalog, data_args.plot_column, id_column=data_args.id_column)
+    table = data_args.catalog if data_args.catalog is not None else _load_dataset(data_args)
+    labels = catalog_column(table, catalog, data_args.plot_column, id_column=data_args.id_column)
     start = resolve_model_name(model_args.model_name_or_path)
     with whole_model_loading():
         pairs = [
@@ -136,13 +139,28 @@ def plot_recipe_embeddings(
 
 
 def load_recipe_catalog(data_args: DataArguments) -> Catalog:
-    """The catalog a recipe's data arguments describe."""
+    """The catalog a recipe's data arguments describe: a file, a sectioned file or a dataset."""
+    if data_args.sections is not None:
+        return load_sectioned_catalog(data_args.catalog, sections=data_args.sections, strict=data_args.strict)
     return load_catalog(
-        data_args.catalog,
+        data_args.catalog if data_args.catalog is not None else _load_dataset(data_args),
         id_column=data_args.id_column,
         text_columns=data_args.text_columns,
         strict=data_args.strict,
+        name=data_args.source,
     )
+
+
+def _load_dataset(data_args: DataArguments) -> datasets.Dataset:
+    try:
+        return datasets.load_dataset(
+            data_args.dataset, data_args.dataset_config, split=data_args.dataset_split
+        )
+    except (FileNotFoundError, ValueError, ConnectionError) as error:
+        raise CatalogError(
+            f"Cannot load the dataset {data_args.dataset!r} (config {data_args.dataset_config!r}, split "
+            f"{data_args.dataset_split!r}): {error}"
+        ) from error
 
 
 def build_ranking_evaluator(

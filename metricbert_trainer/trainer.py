@@ -57,7 +57,7 @@ class MetricBertTrainer(CatalogTrainer):
 
     def compute_loss(self, model, inputs, return_outputs: bool = False, num_items_in_batch=None):
         args: MetricBertConfig = self.args
-        outputs = model(metric_batch=inputs, fields=self.fields, pooling_input=args.pooling_input)
+        outputs = model(metric_batch=inputs, fields=self.batch_fields, pooling_input=args.pooling_input)
         embeddings, shard = outputs["embeddings"], None
         if self.gathers_across_processes:
             embeddings, shard = gather_with_grad(embeddings, dim=1)
@@ -66,7 +66,7 @@ class MetricBertTrainer(CatalogTrainer):
         if self.guide is not None and (args.false_negative_filter or self._is_logging_step()):
             # The guide is not part of the prepared model, so it gets the run's mixed precision here.
             with self.accelerator.autocast():
-                guide_vectors = self.guide.embed(inputs, self.fields).float()
+                guide_vectors = self.guide.embed(inputs, self.batch_fields).float()
             if shard is not None:
                 # [titles; descriptions] of this process -> the same layout over the global batch.
                 local = guide_vectors.view(2, -1, guide_vectors.shape[-1])

@@ -6,6 +6,7 @@ exercised) and shrinks everything else, so a training step takes milliseconds.
 
 from __future__ import annotations
 
+import csv
 import os
 import sys
 from pathlib import Path
@@ -18,6 +19,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 REPO_ROOT = Path(__file__).resolve().parents[1]
 WINES_CSV = REPO_ROOT / "data" / "wines" / "winemag-sample-5811.csv"
 WINES_ANNOTATIONS = REPO_ROOT / "data" / "wines" / "proxy-annotations-100-seeds.csv"
+VIDEO_GAMES_ANNOTATIONS = REPO_ROOT / "data" / "video_games" / "expert-annotations-90-seeds.json"
 
 
 @pytest.fixture(scope="session")
@@ -89,3 +91,16 @@ def accelerate_command(
     if processes is not None:
         launcher += ["--num_processes", str(processes)]
     return [*launcher, "--mixed_precision", "no", str(script), *arguments]
+
+
+def write_sectioned_catalog(
+    path: Path, rows: list[tuple[str, object]], header: tuple[str, ...] = ("title", "sections")
+) -> Path:
+    """A video-games style catalog (title, sections). Writes rows with the csv module, so quoting is real; a non-string ``sections`` is written as
+    its Python literal, as the benchmark's file was, a string as it is (to write broken literals)."""
+    with open(path, "w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(header)
+        for title, sections in rows:
+            writer.writerow([title, sections if isinstance(sections, str) else repr(sections)])
+    return path
