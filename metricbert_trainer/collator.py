@@ -147,6 +147,12 @@ class MetricBertCollator(DataCollatorMixin):
     _masker: DataCollatorForLanguageModeling | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
+        if self.pad_to_multiple_of and self.max_length % self.pad_to_multiple_of:
+            # transformers would refuse it at the first batch, after the model has loaded.
+            raise ValueError(
+                f"max_length={self.max_length} is not a multiple of pad_to_multiple_of={self.pad_to_multiple_of}: "
+                "texts truncated to max_length could not be padded to a multiple."
+            )
         self.slots = batch_slots(self.fields)
         self._masker = build_masker(self.tokenizer, self.mlm_probability)
 

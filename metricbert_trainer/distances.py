@@ -26,7 +26,8 @@ class Distance(str, Enum):
     EUCLIDEAN = "euclidean"
 
 
-def _cosine_matrix(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+def cosine_matrix(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """[len(x), len(y)] cosine similarities, in float32 even under autocast."""
     # float32 whatever the autocast dtype: in bf16 a cosine above 0.998 rounds to 1.0, where arccos
     # has an infinite slope; each anchor's cosine with itself is there, and its zero gradient times
     # that slope made the backward NaN. Autocast would run the product in bf16 even on float32
@@ -60,7 +61,7 @@ def pairwise_distance(x: torch.Tensor, y: torch.Tensor, distance: Distance | str
     distance = Distance(distance)
     if distance is Distance.EUCLIDEAN:
         return _safe_euclidean(x.float().unsqueeze(1) - y.float().unsqueeze(0))
-    return cosine_to_distance(_cosine_matrix(x, y), distance)
+    return cosine_to_distance(cosine_matrix(x, y), distance)
 
 
 def paired_distance(x: torch.Tensor, y: torch.Tensor, distance: Distance | str) -> torch.Tensor:

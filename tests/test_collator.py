@@ -1,3 +1,4 @@
+import pytest
 import torch
 
 from metricbert_trainer.catalog import load_catalog
@@ -75,3 +76,12 @@ def test_masks_depend_on_the_batch_and_seed_not_on_earlier_batches(tokenizer, wi
     reordered = collator(items[::-1])
     assert not torch.equal(first["description_labels"], reseeded["description_labels"])
     assert not torch.equal(first["description_labels"], reordered["description_labels"].flip(0))
+
+
+def test_padding_multiple_that_does_not_divide_max_length_is_refused_up_front(tokenizer):
+    with pytest.raises(ValueError, match="max_length=12 is not a multiple of pad_to_multiple_of=8"):
+        MetricBertCollator(tokenizer, max_length=12, pad_to_multiple_of=8)
+    batch = MetricBertCollator(tokenizer, max_length=16, pad_to_multiple_of=8)(
+        [{"title": "a", "description": "b c"}]
+    )
+    assert batch["title_input_ids"].shape[1] % 8 == 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from ..distances import cosine_matrix
 from ..mining import Mining
 from .base import InBatchLoss, MinedBatch
 from .contrastive import paired_cosine
@@ -44,9 +45,7 @@ class MultipleNegativesRankingLoss(InBatchLoss):
         return {**super().get_config_dict(), "scale": self.scale}
 
     def anchor_losses(self, batch: MinedBatch) -> torch.Tensor:
-        anchors = F.normalize(batch.elements[batch.anchor_index].float(), dim=-1)
-        elements = F.normalize(batch.elements.float(), dim=-1)
-        logits = self.scale * anchors @ elements.T
+        logits = self.scale * cosine_matrix(batch.elements[batch.anchor_index], batch.elements)
         rows = torch.arange(len(batch.anchor_index), device=logits.device)
         candidates = batch.allowed.clone()
         candidates[rows, batch.positive_index] = True
