@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from metricbert_trainer.catalog import Catalog, first_invalid_utf8_line, read_csv_strings
+from metricbert_trainer.catalog import Catalog, not_utf8_message, read_csv_strings
 
 logger = logging.getLogger(__name__)
 
@@ -204,7 +204,7 @@ def _read_csv(path: Path, sep: str) -> list[tuple[ItemReference, ItemReference]]
     try:
         frame = read_csv_strings(path, sep)
     except UnicodeDecodeError as error:
-        raise _not_utf8(path, error) from error
+        raise AnnotationError(not_utf8_message(path, error)) from error
     except (ValueError, pd.errors.ParserError) as error:
         raise AnnotationError(f"{path}: cannot be parsed as CSV: {error}") from error
     frame = frame.apply(lambda column: column.str.strip()).replace("", None)
@@ -271,7 +271,7 @@ def _read_json(path: Path) -> list[tuple[ItemReference, ItemReference]]:
     try:
         content = json.loads(path.read_text(encoding="utf-8"))
     except UnicodeDecodeError as error:
-        raise _not_utf8(path, error) from error
+        raise AnnotationError(not_utf8_message(path, error)) from error
     # ValueError also covers an integer too long to convert; RecursionError, arrays nested too deep.
     except (ValueError, RecursionError) as error:
         raise AnnotationError(f"{path}: not valid JSON ({error}).") from error
@@ -296,10 +296,3 @@ def _read_json(path: Path) -> list[tuple[ItemReference, ItemReference]]:
         seed = ItemReference(id=None, title=seed_title, where=where)
         pairs.extend((seed, ItemReference(id=None, title=title, where=where)) for title in titles)
     return pairs
-
-
-def _not_utf8(path: Path, error: UnicodeDecodeError) -> AnnotationError:
-    return AnnotationError(
-        f"{path}: line {first_invalid_utf8_line(path)} is not valid UTF-8 ({error.reason}); "
-        "re-encode the file as UTF-8."
-    )

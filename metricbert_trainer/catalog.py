@@ -83,16 +83,20 @@ def load_catalog(
         raise CatalogError(f"text_columns repeats a column: {text_columns}.")
     frame, read_name = _read_table(source)
     name = name or read_name
-    _check_columns(frame, name, id_column, text_columns)
+    require_columns(
+        frame,
+        name,
+        ([id_column] if id_column is not None else []) + list(text_columns),
+        "id_column/text_columns (or --id_column/--text_columns)",
+    )
 
     ids = frame[id_column] if id_column is not None else pd.Series(range(len(frame)), index=frame.index)
     ids = ids.map(_id_or_none)
     missing = ids.isna()
     if missing.any():
-        rows = [int(i) + 2 for i in missing[missing].index[:10]]  # +2: header line and 1-based lines
         raise CatalogError(
             f"{name}: column {id_column!r} is empty or missing in {int(missing.sum())} rows "
-            f"(first file lines: {rows}); fill them, or pass id_column=None to number the rows."
+            f"(first file lines: {_first_file_lines(missing)}); fill them, or pass id_column=None to number the rows."
         )
     duplicated = ids[ids.duplicated(keep=False)]
     if len(duplicated):
@@ -108,11 +112,10 @@ def load_catalog(
         texts = frame[column].map(_text_or_none)
         empty = texts.isna()
         if empty.any():
-            rows = [int(i) + 2 for i in empty[empty].index[:10]]  # +2: header line and 1-based lines
             if strict:
                 raise CatalogError(
                     f"{name}: column {column!r} is empty or missing in {int(empty.sum())} rows "
-                    f"(first file lines: {rows}); fill them or drop strict mode to skip those items."
+                    f"(first file lines: {_first_file_lines(empty)}); fill them or drop strict mode to skip those items."
                 )
             logger.warning("%s: skipping %d items with an empty %r.", name, int(empty.sum()), column)
         usable &= ~empty
@@ -152,29 +155,31 @@ def _read_table(source: str | Path | datasets.Dataset | pd.DataFrame) -> tuple[p
     if isinstance(source, pd.DataFrame):
         return source.reset_index(drop=True), "the given DataFrame"
     path = Path(source)
+    return read_catalog_file(path), str(path)
+
+
+def read_catalog_file(path: Path, kind: str | None = None) -> pd.DataFrame:
+    """The table in the file ``path``, read as ``kind`` (csv, tsv, jsonl or parquet; by default the
+    one its suffix names). Every failure is a ``CatalogError`` naming the file, and for bytes that
+    are not UTF-8 the line."""
     if not path.is_file():
         raise CatalogError(f"Catalog file not found: {path}.")
-    kind = SUPPORTED_SUFFIXES.get(path.suffix.lower())
+    kind = kind or SUPPORTED_SUFFIXES.get(path.suffix.lower())
     if kind is None:
         raise CatalogError(
             f"{path}: unsupported catalog format {path.suffix!r}; use one of {sorted(SUPPORTED_SUFFIXES)}."
         )
     try:
         if kind in ("csv", "tsv"):
-            frame = read_csv_strings(path, sep="\t" if kind == "tsv" else ",")
-        elif kind == "jsonl":
-            frame = pd.read_json(path, lines=True, dtype=False, encoding="utf-8")
-        else:
-            frame = pd.read_parquet(path)
+            return read_csv_strings(path, sep="\t" if kind == "tsv" else ",")
+        if kind == "jsonl":
+            return pd.read_json(path, lines=True, dtype=False, encoding="utf-8")
+        return pd.read_parquet(path)
     except UnicodeDecodeError as error:
-        line = first_invalid_utf8_line(path)
-        raise CatalogError(
-            f"{path}: line {line} is not valid UTF-8 ({error.reason}); re-encode the file as UTF-8."
-        ) from error
+        raise CatalogError(not_utf8_message(path, error)) from error
     # TypeError: a JSONL line that is not an object; OSError: pyarrow on a damaged Parquet file.
     except (ValueError, TypeError, OSError, pd.errors.ParserError) as error:
         raise CatalogError(f"{path}: cannot be parsed as {kind}: {error}") from error
-    return frame, str(path)
 
 
 def read_csv_strings(path: Path, sep: str) -> pd.DataFrame:
@@ -194,7 +199,15 @@ def read_csv_strings(path: Path, sep: str) -> pd.DataFrame:
     return frame
 
 
-def first_invalid_utf8_line(path: Path) -> int:
+def not_utf8_message(path: Path, error: UnicodeDecodeError) -> str:
+    """What to say about a file that is not valid UTF-8: which line, and what to do."""
+    return (
+        f"{path}: line {_first_invalid_utf8_line(path)} is not valid UTF-8 ({error.reason}); "
+        "re-encode the file as UTF-8."
+    )
+
+
+def _first_invalid_utf8_line(path: Path) -> int:
     """The 1-based number of the file's first line that is not valid UTF-8 (0 if none is).
 
     Parsers decode in chunks, so a decoding error's offset is not the file's: scan line by line.
@@ -208,16 +221,20 @@ def first_invalid_utf8_line(path: Path) -> int:
     return 0
 
 
-def _check_columns(
-    frame: pd.DataFrame, name: str, id_column: str | None, text_columns: tuple[str, ...]
-) -> None:
-    wanted = ([id_column] if id_column is not None else []) + list(text_columns)
+def require_columns(frame: pd.DataFrame, name: str, wanted: Sequence[str], options: str) -> None:
+    """A ``CatalogError`` listing the columns found when any of ``wanted`` is missing; ``options``
+    names the settings that say which columns to read."""
     missing = [column for column in wanted if column not in frame.columns]
     if missing:
         raise CatalogError(
             f"{name}: missing column(s) {missing}; the columns found are {list(frame.columns)}. "
-            "Set id_column/text_columns (or --id_column/--text_columns) to the names your file uses."
+            f"Set {options} to the names your file uses."
         )
+
+
+def _first_file_lines(flagged: pd.Series) -> list[int]:
+    """The file lines of the first ten flagged rows: +2 for the header line and 1-based lines."""
+    return [int(index) + 2 for index in flagged[flagged].index[:10]]
 
 
 def _text_or_none(value: object) -> str | None:

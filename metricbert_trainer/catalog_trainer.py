@@ -275,10 +275,12 @@ class CatalogTrainer(Trainer):
         finally:
             self._staging_checkpoint = False
         self.accelerator.wait_for_everyone()
+        # transformers recorded the best checkpoint where it was written; it is read where it is published.
         best = published_path(self.state.best_model_checkpoint, run_dir)
+        recorded_staged = best != self.state.best_model_checkpoint
+        self.state.best_model_checkpoint = best
         if self.args.should_save:
-            if best != self.state.best_model_checkpoint:
-                self.state.best_model_checkpoint = best
+            if recorded_staged:
                 self.state.save_to_json(str(staging_folder(run_dir) / name / TRAINER_STATE_FILE))
             publish_staged(run_dir, name)
             rotate_checkpoints(
@@ -287,7 +289,6 @@ class CatalogTrainer(Trainer):
                 best_model_checkpoint=best,
                 use_mtime=True,
             )
-        self.state.best_model_checkpoint = best
         self.accelerator.wait_for_everyone()
 
     def training_step(self, model, inputs, num_items_in_batch=None) -> torch.Tensor:

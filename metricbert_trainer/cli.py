@@ -243,21 +243,29 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _encoder_scorer(
+    args: argparse.Namespace, model, tokenizer, mode: str, name: str, cache_path: str | None = None
+) -> EncoderScorer:
+    """The library's scorer of an encoder under ``mode``, with the command's batch size and
+    truncation, named as its result rows are."""
+    return EncoderScorer(
+        model,
+        tokenizer,
+        mode=mode,
+        name=f"{name} ({mode_label(mode)})",
+        batch_size=args.batch_size,
+        max_length=args.max_length,
+        cache_path=cache_path,
+        show_progress=True,
+    )
+
+
 def run_evaluate(args: argparse.Namespace) -> int:
     catalog = _load_catalog(args)
     annotations = load_annotations(args.annotations, catalog, on_unmatched=args.on_unmatched)
     name, path = _name_and_path(args.model)
     model, tokenizer = load_encoder(path, device=args.device)
-    scorer = EncoderScorer(
-        model,
-        tokenizer,
-        mode=args.scorer,
-        name=f"{name} ({mode_label(args.scorer)})",
-        batch_size=args.batch_size,
-        max_length=args.max_length,
-        cache_path=args.cache,
-        show_progress=True,
-    )
+    scorer = _encoder_scorer(args, model, tokenizer, args.scorer, name, cache_path=args.cache)
     metrics = evaluate_scorer(scorer, catalog, annotations, ks=args.ks)
     print(markdown_table([(scorer.name, metrics)], args.ks))
     if args.output:
@@ -279,16 +287,9 @@ def run_recommend(args: argparse.Namespace) -> int:
             f"No item with id {args.item!r} in {catalog.source} (ids come from the "
             f"{args.id_column!r} column; items with an empty text field are skipped)."
         ) from None
-    model, tokenizer = load_encoder(_name_and_path(args.model)[1], device=args.device)
-    scorer = EncoderScorer(
-        model,
-        tokenizer,
-        mode=args.scorer,
-        batch_size=args.batch_size,
-        max_length=args.max_length,
-        cache_path=args.cache,
-        show_progress=True,
-    )
+    name, path = _name_and_path(args.model)
+    model, tokenizer = load_encoder(path, device=args.device)
+    scorer = _encoder_scorer(args, model, tokenizer, args.scorer, name, cache_path=args.cache)
     neighbours = top_k(scorer.item_vectors(catalog), scorer.distance, args.top_k, queries=[item])
     titles, ids = catalog.display_titles, catalog.ids
     print(f"Most similar to {titles[item]} (id {ids[item]}), by {mode_label(args.scorer)}:\n")
@@ -359,15 +360,7 @@ def run_compare(args: argparse.Namespace) -> int:
         name, path = _name_and_path(spec)
         model, tokenizer = load_encoder(path, device=args.device)
         for mode in args.modes:
-            scorer = EncoderScorer(
-                model,
-                tokenizer,
-                mode=mode,
-                name=f"{name} ({mode_label(mode)})",
-                batch_size=args.batch_size,
-                max_length=args.max_length,
-                show_progress=True,
-            )
+            scorer = _encoder_scorer(args, model, tokenizer, mode, name)
             rows.append(_timed_evaluation(scorer, catalog, annotations, args.ks) | {"model": path})
         del model
     for spec in args.sbert:

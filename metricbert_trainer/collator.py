@@ -143,7 +143,6 @@ class MetricBertCollator(DataCollatorMixin):
     pad_to_multiple_of: int | None = None
     seed: int = 0
     return_tensors: str = "pt"
-    slots: tuple[str, str] = field(default=PAIR_SLOTS, init=False)
     _masker: DataCollatorForLanguageModeling | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -153,17 +152,21 @@ class MetricBertCollator(DataCollatorMixin):
                 f"max_length={self.max_length} is not a multiple of pad_to_multiple_of={self.pad_to_multiple_of}: "
                 "texts truncated to max_length could not be padded to a multiple."
             )
-        self.slots = batch_slots(self.fields)
+        batch_slots(self.fields)  # at least two fields
         self._masker = build_masker(self.tokenizer, self.mlm_probability)
 
     def torch_call(self, features: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
         batch: dict[str, torch.Tensor] = {}
         texts_by_field = {name: [str(feature[name]) for feature in features] for name in self.fields}
-        generator = batch_generator(self.seed, sum(texts_by_field.values(), []))
-        if self.slots != tuple(self.fields):
-            texts_by_field = draw_field_pairs(list(texts_by_field.values()), generator)
-        if self._masker is not None:
-            self._masker.generator = generator
+        draws_pairs = len(self.fields) > 2  # batch_slots: the pair goes into PAIR_SLOTS
+        if draws_pairs or self._masker is not None:  # the default recipe needs no randomness
+            generator = batch_generator(
+                self.seed, [text for texts in texts_by_field.values() for text in texts]
+            )
+            if draws_pairs:
+                texts_by_field = draw_field_pairs(list(texts_by_field.values()), generator)
+            if self._masker is not None:
+                self._masker.generator = generator
         for name, texts in texts_by_field.items():
             encoded = self.tokenizer(
                 texts,
@@ -171,12 +174,12 @@ class MetricBertCollator(DataCollatorMixin):
                 max_length=self.max_length,
                 padding="longest",
                 pad_to_multiple_of=self.pad_to_multiple_of,
-                return_special_tokens_mask=True,
+                return_special_tokens_mask=self._masker is not None,
                 return_tensors="pt",
             )
-            protected = never_masked(self.tokenizer, encoded)
-            del encoded["special_tokens_mask"]
             if self._masker is not None:
+                protected = never_masked(self.tokenizer, encoded)
+                del encoded["special_tokens_mask"]
                 encoded["input_ids"], encoded["labels"] = self._masker.torch_mask_tokens(
                     encoded["input_ids"], special_tokens_mask=protected
                 )

@@ -24,7 +24,7 @@ from pathlib import Path
 import datasets
 import pandas as pd
 
-from metricbert_trainer.catalog import Catalog, CatalogError, first_invalid_utf8_line, read_csv_strings
+from metricbert_trainer.catalog import Catalog, CatalogError, read_catalog_file, require_columns
 
 logger = logging.getLogger(__name__)
 
@@ -65,13 +65,8 @@ def load_sectioned_catalog(
     if title_column == sections_column:
         raise CatalogError(f"title_column and sections_column are both {title_column!r}; name two columns.")
     path = Path(path)
-    frame = _read_csv(path)
-    missing = [column for column in (title_column, sections_column) if column not in frame.columns]
-    if missing:
-        raise CatalogError(
-            f"{path}: missing column(s) {missing}; the columns found are {list(frame.columns)}. "
-            "Set title_column/sections_column to the names your file uses."
-        )
+    frame = read_catalog_file(path, kind="csv")
+    require_columns(frame, str(path), (title_column, sections_column), "title_column/sections_column")
 
     ids, titles, descriptions = [], [], []
     no_title: list[int] = []
@@ -137,21 +132,6 @@ def _section_ranks(sections: Sequence[str]) -> dict[str, int]:
 
 def _section_key(section_title: str) -> str:
     return section_title.strip().casefold()
-
-
-def _read_csv(path: Path) -> pd.DataFrame:
-    """The file as strings, with ``load_catalog``'s messages for a missing, non-UTF-8 or bad file."""
-    if not path.is_file():
-        raise CatalogError(f"Catalog file not found: {path}.")
-    try:
-        return read_csv_strings(path, sep=",")
-    except UnicodeDecodeError as error:
-        raise CatalogError(
-            f"{path}: line {first_invalid_utf8_line(path)} is not valid UTF-8 ({error.reason}); "
-            "re-encode the file as UTF-8."
-        ) from error
-    except (ValueError, pd.errors.ParserError) as error:
-        raise CatalogError(f"{path}: cannot be parsed as csv: {error}") from error
 
 
 def _parse_sections(cell: object, path: Path, row: int, column: str) -> list[tuple[str, str]]:
