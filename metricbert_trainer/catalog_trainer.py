@@ -31,6 +31,7 @@ from .checkpoints import (
 )
 from .collator import batch_slots, count_truncated
 from .evaluation import RankingEvaluator as EmbeddingRankingEvaluator
+from .lengths import resolve_max_length
 from .model_card import ModelCardInfo, render_model_card
 from .modeling import freeze_mlm_head
 from .plots import plot_loss_terms
@@ -64,6 +65,10 @@ class CatalogTrainer(Trainer):
     loss is not finite stops the run or is skipped and counted (``nonfinite_loss``).
     """
 
+    # Whether the recipes hold items out for label-free model selection (label_free): its signals
+    # read mean-pooled field vectors, which is how this trainer's models rank.
+    label_free_selection = False
+
     # How the model card introduces the model (a subclass names its method and paper).
     card_method = "A text encoder trained on a catalog"
 
@@ -90,6 +95,8 @@ class CatalogTrainer(Trainer):
         self.model_card_info = model_card_info or ModelCardInfo(text_fields=self.fields)
         if args.mlm_weight == 0:
             freeze_mlm_head(model)
+        if args.max_length is None:
+            resolve_max_length(args, processing_class, train_dataset, self.fields, model)
         if data_collator is None:
             if processing_class is None:
                 raise ValueError("Pass processing_class (the tokenizer) or a data_collator.")

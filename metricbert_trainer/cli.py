@@ -411,13 +411,18 @@ def run_compare(args: argparse.Namespace) -> int:
     return 0
 
 
+HEAD_METRICS = ("map", "ndcg@20")
+
+
 def markdown_table(rows: Sequence[tuple[str, dict[str, float]]], ks: Sequence[int]) -> str:
-    """Filtered then raw metrics, one row per scorer, to one decimal."""
+    """Filtered then raw metrics, then the per-seed MAP and NDCG@20, one row per scorer, to one decimal."""
     names = ["mpr", "mrr", *(f"hr@{k}" for k in ks)]
     headers = [_metric_label(name) for name in names] + [f"raw {_metric_label(name)}" for name in names]
+    headers += [_metric_label(name) for name in HEAD_METRICS]
     lines = ["| Scorer | " + " | ".join(headers) + " |", "|---|" + "---:|" * len(headers)]
     for label, metrics in rows:
         values = [metrics[name] for name in names] + [metrics[f"raw_{name}"] for name in names]
+        values += [metrics[name] for name in HEAD_METRICS]
         lines.append(f"| {_cell(label)} | " + " | ".join(f"{value:.1f}" for value in values) + " |")
     return "\n".join(lines)
 

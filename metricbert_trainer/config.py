@@ -59,7 +59,25 @@ class CatalogTrainingArguments(TrainingArguments):
             "help": "Share of real tokens masked for MLM (BERT's 80/10/10 split; the papers: 0.15); 0 disables masking."
         },
     )
-    max_length: int = field(default=128, metadata={"help": "Texts are truncated to this many tokens."})
+    max_length: int | None = field(
+        default=None,
+        metadata={
+            "help": "Texts are truncated to this many tokens, in training and in evaluation. Unset: chosen from the "
+            "catalog, the max_length_percentile of each field's token lengths (the largest over fields; shorter "
+            "fields pad only to their own batch maximum), rounded up to a multiple of 8 and capped at max_length_cap."
+        },
+    )
+    max_length_percentile: float = field(
+        default=95.0,
+        metadata={"help": "Unset max_length: the percentile of the catalog's token lengths it covers."},
+    )
+    max_length_cap: int = field(
+        default=256,
+        metadata={
+            "help": "Unset max_length: its upper bound (all-MiniLM-L6-v2 was trained on 256 tokens; attention "
+            "costs grow with the square of the length)."
+        },
+    )
     cpu_bf16: bool = field(
         default=True,
         metadata={
@@ -113,8 +131,12 @@ class CatalogTrainingArguments(TrainingArguments):
             raise ValueError(f"mlm_probability must be in [0, 1); got {self.mlm_probability}.")
         if self.mlm_weight > 0 and self.mlm_probability == 0:
             raise ValueError("mlm_weight > 0 needs masked tokens: set mlm_probability > 0, or mlm_weight: 0.")
-        if self.max_length < 2:
+        if self.max_length is not None and self.max_length < 2:
             raise ValueError(f"max_length must be at least 2; got {self.max_length}.")
+        if not 0 < self.max_length_percentile <= 100:
+            raise ValueError(f"max_length_percentile must be in (0, 100]; got {self.max_length_percentile}.")
+        if self.max_length_cap < 2:
+            raise ValueError(f"max_length_cap must be at least 2; got {self.max_length_cap}.")
         if self.nonfinite_loss not in NONFINITE_LOSS_ACTIONS:
             raise ValueError(
                 f"Unknown nonfinite_loss {self.nonfinite_loss!r}; valid choices: {', '.join(NONFINITE_LOSS_ACTIONS)}."
@@ -215,6 +237,42 @@ class MetricBertConfig(CatalogTrainingArguments):
             "negatives it ranks above the positive) at each logging step."
         },
     )
+    distill_weight: float = field(
+        default=1.0,
+        metadata={
+            "help": "Weight of the guard against forgetting: the KL divergence between the in-batch similarity "
+            "distributions of the frozen starting model and of the model in training (losses.distillation), "
+            "logged as distill_loss. 0 leaves it out. Default 1: without it the recipe lowered its starting "
+            "encoder on a second catalog (docs/quality.md)."
+        },
+    )
+    distill_temperature: float = field(
+        default=0.05, metadata={"help": "Temperature of the similarity softmaxes of the distillation term."}
+    )
+    distill_include_positive: bool = field(
+        default=False,
+        metadata={
+            "help": "Distil the anchor's similarity to its own positive too. Default off: aligning an item's "
+            "fields is the metric term's job, and distilling it held back the gain on the wine sample."
+        },
+    )
+    mlm_head_warmup_steps: int = field(
+        default=0,
+        metadata={
+            "help": "Before the joint objective, train only the MLM head (encoder frozen) for this many batches, "
+            "so L_MLM starts from a head that predicts tokens (all-MiniLM-L6-v2 ships without one). Skipped when "
+            "resuming. Needs mlm_weight > 0."
+        },
+    )
+    mlm_head_warmup_learning_rate: float = field(
+        default=1e-3, metadata={"help": "AdamW learning rate of the MLM-head warm-up."}
+    )
+    mlm_weight_ramp_steps: int = field(
+        default=0,
+        metadata={
+            "help": "Raise the MLM weight linearly from 0 to mlm_weight over the first N optimizer steps."
+        },
+    )
     collapse_warning_spread: float = field(
         default=0.05,
         metadata={
@@ -234,6 +292,20 @@ class MetricBertConfig(CatalogTrainingArguments):
             raise ValueError(f"margin must be >= 0; got {self.margin}.")
         if self.triplet_weight < 0:
             raise ValueError(f"triplet_weight must be >= 0; got {self.triplet_weight}.")
+        if self.distill_weight < 0:
+            raise ValueError(f"distill_weight must be >= 0; got {self.distill_weight}.")
+        if self.distill_temperature <= 0:
+            raise ValueError(f"distill_temperature must be > 0; got {self.distill_temperature}.")
+        if self.mlm_head_warmup_steps < 0 or self.mlm_weight_ramp_steps < 0:
+            raise ValueError("mlm_head_warmup_steps and mlm_weight_ramp_steps must be >= 0.")
+        if self.mlm_head_warmup_steps and self.mlm_weight == 0:
+            raise ValueError(
+                "mlm_head_warmup_steps warms the head up for the MLM term: set mlm_weight > 0 too."
+            )
+        if not self.mlm_head_warmup_learning_rate > 0:
+            raise ValueError(
+                f"mlm_head_warmup_learning_rate must be > 0; got {self.mlm_head_warmup_learning_rate}."
+            )
         # Building the loss checks the objective's own settings (margins, scale, mining) now,
         # before any model is loaded.
         build_loss(self)
@@ -245,6 +317,11 @@ class MetricBertConfig(CatalogTrainingArguments):
             "triplet_weight": self.triplet_weight,
             "mlm_weight": self.mlm_weight,
             "mlm_probability": self.mlm_probability,
+            "mlm_head_warmup_steps": self.mlm_head_warmup_steps,
+            "mlm_weight_ramp_steps": self.mlm_weight_ramp_steps,
+            "distill_weight": self.distill_weight,
+            "distill_temperature": self.distill_temperature,
+            "distill_include_positive": self.distill_include_positive,
             "pooling_input": self.pooling_input.value,
             "false_negative_filter": self.false_negative_filter,
             "gather_across_devices": self.gather_across_devices,
@@ -327,6 +404,14 @@ class DataArguments:
     strict: bool = field(
         default=False, metadata={"help": "Fail on empty texts instead of skipping those items."}
     )
+    selection_holdout: int = field(
+        default=256,
+        metadata={
+            "help": "Items held out of training for label-free model selection (label_free): each evaluation logs "
+            "their title-to-description retrieval and their neighbourhoods' agreement with the starting model. "
+            "At most a fifth of the catalog; 0 turns it off."
+        },
+    )
     max_train_items: int | None = field(
         default=None, metadata={"help": "Train on the first N items only (quick trials)."}
     )
@@ -362,6 +447,8 @@ class DataArguments:
             raise ValueError(
                 f"text_columns must name at least two distinct columns; got {self.text_columns}."
             )
+        if self.selection_holdout < 0:
+            raise ValueError(f"selection_holdout must be >= 0; got {self.selection_holdout}.")
         if self.dataset is not None and self.dataset_name is None:
             self.dataset_name = self.dataset
 

@@ -93,3 +93,18 @@ class RankingEvaluator:
             max_length=self.max_length,
             across_processes=True,
         )
+
+
+@dataclass
+class SequentialEvaluator:
+    """Several evaluators run one after the other, their metrics merged into one flat dict (as
+    sentence-transformers' ``SequentialEvaluator``): the annotations' ranking metrics and the
+    label-free signals of one evaluation, say."""
+
+    evaluators: Sequence
+
+    def __call__(self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> dict[str, float]:
+        metrics: dict[str, float] = {}
+        for evaluator in self.evaluators:
+            metrics.update(evaluator(model, tokenizer))
+        return metrics

@@ -20,6 +20,7 @@ from transformers import PreTrainedModel
 
 from .collator import field_inputs, unmasked
 from .distances import Distance, paired_distance, pairwise_distance
+from .modeling import is_partitioned
 from .pooling import mean_pool
 
 
@@ -72,7 +73,7 @@ class StartingModelGuide:
 
 def whole_copy(module: torch.nn.Module) -> torch.nn.Module:
     """A deep copy of ``module`` with plain, complete parameters, gathering ZeRO-3 partitions first."""
-    if not any(hasattr(parameter, "ds_id") for parameter in module.parameters()):
+    if not is_partitioned(module):
         return copy.deepcopy(module)
     import deepspeed
 

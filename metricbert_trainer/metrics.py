@@ -16,6 +16,13 @@ Every metric is a mean over pairs, so a seed with 15 annotations weighs 15 times
   candidates before ranking ``a`` (``C = N - m`` for ``m`` annotations), as in link-prediction
   evaluation, so a perfect ranker scores 100 on every metric.
 
+Two per-seed metrics of the ranked list's head, averaged over seeds (each seed weighs once),
+computed from the raw ranks (every annotated item is relevant, binary relevance):
+
+* **MAP**: the mean over seeds of average precision, ``AP = mean_i (i / r_i)`` over the seed's
+  annotated items sorted by rank ``r_1 <= r_2 <= ...``;
+* **NDCG@20**: ``DCG@20 / IDCG@20`` with ``DCG@20 = sum over r_i <= 20 of 1 / log2(r_i + 1)``.
+
 Ties get the mean of the ranks they span (the expected rank under random tie-breaking), so a
 scorer that cannot tell items apart scores the 50 MPR of a random one, not a perfect 100.
 """
@@ -90,13 +97,33 @@ def summarize(pairs: PairRanks, ks: Sequence[int] = (10, 100)) -> dict[str, floa
     return metrics
 
 
+NDCG_CUTOFF = 20
+
+
+def head_metrics(raw: Sequence[PairRanks], cutoff: int = NDCG_CUTOFF) -> dict[str, float]:
+    """MAP and NDCG@``cutoff`` (in percent), from each seed's raw ranks."""
+    average_precisions, ndcgs = [], []
+    for seed_ranks in raw:
+        ranks = np.sort(seed_ranks.ranks)
+        found = np.arange(1, len(ranks) + 1)
+        average_precisions.append(np.mean(found / ranks))
+        gains = np.where(ranks <= cutoff, 1.0 / np.log2(ranks + 1.0), 0.0).sum()
+        ideal = (1.0 / np.log2(np.arange(1, min(len(ranks), cutoff) + 1) + 1.0)).sum()
+        ndcgs.append(gains / ideal)
+    return {
+        "map": float(np.mean(average_precisions) * 100.0),
+        f"ndcg@{cutoff}": float(np.mean(ndcgs) * 100.0),
+    }
+
+
 def ranking_metrics(
     distance_rows: np.ndarray,
     seeds: Sequence[int],
     annotated: Sequence[Sequence[int]],
     ks: Sequence[int] = (10, 100),
 ) -> dict[str, float]:
-    """Filtered metrics (``mpr``, ``mrr``, ``hr@k``) and raw ones (``raw_mpr``, ...) in one flat dict.
+    """Filtered metrics (``mpr``, ``mrr``, ``hr@k``), raw ones (``raw_mpr``, ...) and the per-seed
+    ``map`` and ``ndcg@20`` in one flat dict.
 
     ``distance_rows[i]`` holds the distances from ``seeds[i]`` to every item and
     ``annotated[i]`` the indices of its annotated similar items.
@@ -118,4 +145,5 @@ def ranking_metrics(
     metrics.update(
         {f"raw_{name}": value for name, value in summarize(PairRanks.concatenate(raw), ks).items()}
     )
+    metrics.update(head_metrics(raw))
     return metrics

@@ -22,7 +22,14 @@ CITATION = """@inproceedings{malkiel2022metricbert,
   booktitle = {ICASSP 2022 - 2022 IEEE International Conference on Acoustics, Speech and Signal Processing (ICASSP)},
   year      = {2022}
 }"""
-RANKING_METRICS = {"mpr": "MPR", "mrr": "MRR", "hr@10": "HR@10", "hr@100": "HR@100"}
+RANKING_METRICS = {
+    "mpr": "MPR",
+    "mrr": "MRR",
+    "hr@10": "HR@10",
+    "hr@100": "HR@100",
+    "map": "MAP",
+    "ndcg@20": "NDCG@20",
+}
 FRAMEWORKS = (
     "metricbert-trainer",
     "transformers",

@@ -89,6 +89,11 @@ def whole_model_loading() -> Iterator[None]:
             hf_deepspeed.set_hf_deepspeed_config(active)
 
 
+def is_partitioned(model: torch.nn.Module) -> bool:
+    """Whether DeepSpeed ZeRO-3 holds ``model``'s parameters in shards across the processes."""
+    return any(hasattr(parameter, "ds_id") for parameter in model.parameters())
+
+
 def find_mlm_head(model: PreTrainedModel) -> torch.nn.Module | None:
     """The module mapping hidden states to vocabulary logits, or ``None`` for unknown layouts."""
     for name in _MLM_HEAD_ATTRIBUTES:

@@ -22,8 +22,12 @@ from .arguments import parse_recipe_args
 from .catalog import Catalog, CatalogError, catalog_column, load_catalog
 from .catalog_trainer import CatalogTrainer, RankingEvaluator
 from .config import CatalogTrainingArguments, DataArguments, MetricBertConfig, ModelArguments
+from .evaluation import SequentialEvaluator
+from .guide import whole_copy
+from .label_free import LabelFreeEvaluator, holdout_split
+from .lengths import resolve_max_length
 from .model_card import ModelCardInfo
-from .modeling import load_masked_lm, resolve_model_name, whole_model_loading
+from .modeling import is_partitioned, load_masked_lm, resolve_model_name, whole_model_loading
 from .plots import plot_catalog_before_after
 from .recobert import RecoBertConfig, RecoBertTrainer
 from .sectioned_catalog import load_sectioned_catalog
@@ -69,19 +73,38 @@ def train(
     _warn_if_cores_idle(training_args)
     set_seed(training_args.seed)
     catalog = load_recipe_catalog(data_args)
+    trainer_class = TRAINERS[type(training_args)]
+    held_out: list[int] = []
     train_dataset = catalog.dataset
+    if trainer_class.label_free_selection and data_args.selection_holdout:
+        train_rows, held_out = holdout_split(len(catalog), data_args.selection_holdout)
+        train_dataset = train_dataset.select(train_rows)
     if data_args.max_train_items is not None:
         train_dataset = train_dataset.select(range(min(data_args.max_train_items, len(train_dataset))))
     model_path = resolve_model_name(model_args.model_name_or_path)
     tokenizer = AutoTokenizer.from_pretrained(model_path, trust_remote_code=model_args.trust_remote_code)
     model = load_masked_lm(model_path, trust_remote_code=model_args.trust_remote_code)
-    trainer = TRAINERS[type(training_args)](
+    resolve_max_length(training_args, tokenizer, train_dataset, catalog.fields, model)
+    evaluators = [build_ranking_evaluator(data_args, training_args, catalog)]
+    if held_out:
+        evaluators.append(
+            LabelFreeEvaluator.from_start(
+                whole_copy(model) if is_partitioned(model) else model,
+                tokenizer,
+                catalog,
+                held_out,
+                batch_size=training_args.per_device_eval_batch_size,
+                max_length=training_args.max_length,
+            )
+        )
+    evaluators = [evaluator for evaluator in evaluators if evaluator is not None]
+    trainer = trainer_class(
         model=model,
         args=training_args,
         train_dataset=train_dataset,
         processing_class=tokenizer,
         fields=catalog.fields,
-        ranking_evaluator=build_ranking_evaluator(data_args, training_args, catalog),
+        ranking_evaluator=SequentialEvaluator(evaluators) if evaluators else None,
         model_card_info=ModelCardInfo(
             base_model=model_args.model_name_or_path,
             catalog=data_args.source,
@@ -98,6 +121,7 @@ def train(
         metrics = trainer.evaluate()
         trainer.log_metrics("eval", metrics)
         trainer.save_metrics("eval", metrics)
+        report_label_free_change(trainer.state.log_history)
     # Written again now that the final evaluation is in the log, for the card's results.
     trainer.create_model_card()
     if data_args.plot_column and trainer.is_world_process_zero():
@@ -172,6 +196,29 @@ def build_ranking_evaluator(
         return None
     annotations = load_annotations(data_args.annotations, catalog)
     return TRAINERS[type(training_args)].default_ranking_evaluator(catalog, annotations, training_args)
+
+
+def report_label_free_change(log_history: list[dict]) -> dict[str, float] | None:
+    """Logs how the label-free signals moved between the evaluation at step 0 (``eval_on_start``)
+    and the last one, and returns the changes; ``None`` when there is nothing to compare.
+
+    It states the movement and draws no verdict: on the two development benchmarks each signal
+    ordered the runs of one benchmark right and of the other inversely (docs/quality.md), so no
+    threshold on them says whether training helped.
+    """
+    evaluations = [entry for entry in log_history if "eval_lf_score" in entry]
+    if len(evaluations) < 2 or evaluations[0]["step"] != 0:
+        return None
+    start, end = evaluations[0], evaluations[-1]
+    names = [name for name in start if name.startswith("eval_lf_")]
+    changes = {name.removeprefix("eval_"): end[name] - start[name] for name in names}
+    logger.info(
+        "Label-free signals, step 0 -> step %d: %s (docs/quality.md: title-to-description retrieval rises with "
+        "what training teaches, agreement with the starting model falls with what it forgets).",
+        end["step"],
+        ", ".join(f"{name.removeprefix('eval_')} {start[name]:.2f} -> {end[name]:.2f}" for name in names),
+    )
+    return changes
 
 
 def _warn_if_cores_idle(training_args: CatalogTrainingArguments) -> None:

@@ -4,7 +4,8 @@ A study is a YAML file: a ``base_config`` recipe, ``shared`` overrides every var
 budget), and named ``variants``, each a set of overrides. Every run appends one JSON line
 (variant, seed, overrides, metrics, first and last logged loss terms, wall time) to a results
 file, so an interrupted study resumes where it stopped and every reported figure traces back to
-a line. A variant named ``zero_shot`` is the starting model, ranked without training.
+a line. A variant named ``zero_shot`` (or ``zero_shot_<anything>``, e.g. at another
+``max_length``) is the starting model, ranked without training.
 """
 
 from __future__ import annotations
@@ -22,10 +23,11 @@ from transformers import AutoTokenizer
 
 from .arguments import parse_recipe_args
 from .config import DataArguments, MetricBertConfig, ModelArguments
+from .lengths import resolve_max_length
 from .modeling import load_masked_lm, resolve_model_name
 from .recipe import build_ranking_evaluator, load_recipe_catalog, train
 
-METRICS = ("mpr", "mrr", "hr@10", "hr@100")
+METRICS = ("mpr", "mrr", "hr@10", "hr@100", "map", "ndcg@20")
 ZERO_SHOT = "zero_shot"
 LOGGED_STATISTICS = ("negative_closer_rate", "mean_d_ap", "mean_d_an", "embedding_spread")
 
@@ -59,7 +61,7 @@ def run_study(study: Study, names: list[str], seeds: list[int], results_path: Pa
             raise SystemExit(f"Unknown variant {name!r}; the study defines {sorted(study.variants)}.")
     done = {(row["variant"], row["seed"]) for row in read_results(results_path)}
     for name in names:
-        for seed in seeds if name != ZERO_SHOT else [0]:
+        for seed in seeds if not is_zero_shot(name) else [0]:
             if (name, seed) in done:
                 continue
             row = run_variant(study, name, seed)
@@ -74,26 +76,15 @@ def run_variant(study: Study, name: str, seed: int) -> dict:
     started = time.time()
     overrides = {**study.shared, **study.variants[name]}
     with tempfile.TemporaryDirectory() as output_dir:
-        flags = [
-            "--output_dir",
-            output_dir,
-            "--seed",
-            str(seed),
-            "--save_strategy",
-            "no",
-            "--disable_tqdm",
-            "true",
-        ]
-        for key, value in overrides.items():
-            flags += [f"--{key}", *(map(str, value) if isinstance(value, list) else [str(value)])]
-        model_args, data_args, training_args = parse_recipe_args(
-            (ModelArguments, DataArguments, MetricBertConfig), flags, default_config=study.base_config
-        )
-        if name == ZERO_SHOT:
-            metrics, terms = evaluate_untrained(model_args, data_args, training_args), {}
+        model_args, data_args, training_args = variant_arguments(study, name, seed, Path(output_dir))
+        warmup = None
+        if is_zero_shot(name):
+            metrics, terms, evaluations = evaluate_untrained(model_args, data_args, training_args), {}, []
         else:
             run = train(model_args, data_args, training_args)
             metrics, terms = run.metrics, first_and_last_terms(run.trainer.state.log_history)
+            evaluations = evaluation_history(run.trainer.state.log_history)
+            warmup = getattr(run.trainer, "mlm_head_warmup", None)
     return {
         "variant": name,
         "seed": seed,
@@ -102,16 +93,64 @@ def run_variant(study: Study, name: str, seed: int) -> dict:
             key.removeprefix("eval_"): value for key, value in metrics.items() if key.startswith("eval_")
         },
         "terms": terms,
+        "evaluations": evaluations,
+        "mlm_head_warmup": None
+        if warmup is None
+        else {"before": warmup.loss_before, "after": warmup.loss_after},
         "seconds": round(time.time() - started, 1),
     }
+
+
+def variant_arguments(study: Study, name: str, seed: int, output_dir: Path):
+    """The recipe arguments of one variant's run, writing into ``output_dir``.
+
+    The base recipe and the overrides are merged into one YAML there, so an override can also
+    unset an option (``max_length: null`` chooses it from the data), which no flag can say.
+    """
+    config = yaml.safe_load(Path(study.base_config).read_text(encoding="utf-8")) or {}
+    config.update({**study.shared, **study.variants[name]})
+    config_path = output_dir / "variant.yaml"
+    config_path.write_text(yaml.safe_dump(config), encoding="utf-8")
+    flags = [
+        "--output_dir",
+        str(output_dir),
+        "--seed",
+        str(seed),
+        "--save_strategy",
+        "no",
+        "--disable_tqdm",
+        "true",
+    ]
+    return parse_recipe_args(
+        (ModelArguments, DataArguments, MetricBertConfig), flags, default_config=config_path
+    )
+
+
+def evaluation_history(log_history: list[dict]) -> list[dict]:
+    """Every evaluation of a run (step 0 too with ``eval_on_start``): its step and metrics."""
+    return [
+        {
+            "step": entry["step"],
+            **{k.removeprefix("eval_"): v for k, v in entry.items() if k.startswith("eval_")},
+        }
+        for entry in log_history
+        if any(key.startswith("eval_") for key in entry)
+    ]
+
+
+def is_zero_shot(name: str) -> bool:
+    return name == ZERO_SHOT or name.startswith(f"{ZERO_SHOT}_")
 
 
 def evaluate_untrained(
     model_args: ModelArguments, data_args: DataArguments, training_args: MetricBertConfig
 ) -> dict[str, float]:
-    evaluator = build_ranking_evaluator(data_args, training_args, load_recipe_catalog(data_args))
+    catalog = load_recipe_catalog(data_args)
     path = resolve_model_name(model_args.model_name_or_path)
-    metrics = evaluator(load_masked_lm(path), AutoTokenizer.from_pretrained(path))
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    resolve_max_length(training_args, tokenizer, catalog.dataset, catalog.fields)
+    evaluator = build_ranking_evaluator(data_args, training_args, catalog)
+    metrics = evaluator(load_masked_lm(path), tokenizer)
     return {f"eval_{key}": value for key, value in metrics.items()}
 
 
@@ -138,7 +177,12 @@ def summarise(rows: list[dict], study: Study) -> list[dict]:
         runs = [row for row in rows if row["variant"] == name]
         if not runs:
             continue
-        values = {metric: [row["metrics"][metric] for row in runs] for metric in METRICS}
+        # Rows written before a metric existed lack it; it is reported only where every seed has it.
+        values = {
+            metric: [row["metrics"][metric] for row in runs]
+            for metric in METRICS
+            if all(metric in row["metrics"] for row in runs)
+        }
         summary.append(
             {
                 "variant": name,
@@ -156,7 +200,10 @@ def summarise(rows: list[dict], study: Study) -> list[dict]:
 def seed_noise(summary: list[dict]) -> dict[str, float]:
     """The largest seed-to-seed range of each metric among variants run with several seeds."""
     repeated = [entry for entry in summary if len(entry["seeds"]) > 1]
-    return {metric: max((entry["range"][metric] for entry in repeated), default=0.0) for metric in METRICS}
+    return {
+        metric: max((entry["range"][metric] for entry in repeated if metric in entry["range"]), default=0.0)
+        for metric in METRICS
+    }
 
 
 def markdown_table(summary: list[dict], reference: str | None = None) -> str:
@@ -172,16 +219,47 @@ def markdown_table(summary: list[dict], reference: str | None = None) -> str:
     for entry in summary:
         cells = []
         for metric in METRICS:
+            if metric not in entry["mean"]:
+                cells.append("-")
+                continue
             cell = f"{entry['mean'][metric]:.2f}"
             if len(entry["seeds"]) > 1:
                 cell += f" (range {entry['range'][metric]:.2f})"
-            if baseline is not None and entry is not baseline:
+            if baseline is not None and entry is not baseline and metric in baseline["mean"]:
                 difference = entry["mean"][metric] - baseline["mean"][metric]
                 star = "*" if noise[metric] > 0 and abs(difference) > noise[metric] else ""
                 cell += f" [{difference:+.2f}{star}]"
             cells.append(cell)
         change = ", ".join(f"{key}={value}" for key, value in entry["overrides"].items()) or "-"
         lines.append(f"| {entry['label']} | {len(entry['seeds'])} | " + " | ".join(cells) + f" | {change} |")
+    return "\n".join(lines)
+
+
+SELECTION_SIGNALS = ("lf_score", "lf_t2d_mrr", "lf_start_agreement@10")
+
+
+def selection_table(rows: list[dict], metrics: tuple[str, ...] = ("map", "mpr", "hr@100")) -> str:
+    """For every run evaluated more than once: the evaluation each label-free signal picks (its
+    maximum) against the start, the last and the best evaluation by the annotations."""
+    lines = [
+        "| run | picked by | step | " + " | ".join(metric.upper() for metric in metrics) + " |",
+        "|---|---|---|" + "---|" * len(metrics),
+    ]
+    for row in rows:
+        evaluations = [entry for entry in row.get("evaluations", []) if "lf_score" in entry]
+        if len(evaluations) < 2:
+            continue
+        choices = {"start": evaluations[0], "last": evaluations[-1]}
+        for metric in metrics:
+            choices[f"annotations ({metric.upper()}, oracle)"] = max(
+                evaluations, key=lambda entry: entry[metric]
+            )
+        for signal in SELECTION_SIGNALS:
+            trained = evaluations[1:] if signal == "lf_start_agreement@10" else evaluations
+            choices[signal] = max(trained, key=lambda entry: entry[signal])
+        for label, entry in choices.items():
+            values = " | ".join(f"{entry[metric]:.2f}" for metric in metrics)
+            lines.append(f"| {row['variant']} (seed {row['seed']}) | {label} | {entry['step']} | {values} |")
     return "\n".join(lines)
 
 
@@ -199,6 +277,11 @@ def study_main(description: str, default_study: Path, default_results: Path) -> 
     )
     parser.add_argument("--reference", help="With --report: the variant the others are compared with.")
     parser.add_argument("--json", help="With --report: also write the summary as JSON to this file.")
+    parser.add_argument(
+        "--selection",
+        action="store_true",
+        help="With --report: also print which evaluation each label-free signal picks in runs evaluated several times.",
+    )
     options = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     study = Study.from_yaml(options.study)
@@ -206,6 +289,8 @@ def study_main(description: str, default_study: Path, default_results: Path) -> 
     if options.report:
         summary = summarise(read_results(results_path), study)
         print(markdown_table(summary, options.reference))
+        if options.selection:
+            print("\n" + selection_table(read_results(results_path)))
         if options.json:
             report = {"noise": seed_noise(summary), "reference": options.reference, "variants": summary}
             Path(options.json).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")

@@ -5,14 +5,18 @@ from __future__ import annotations
 import logging
 
 import torch
+from torch.utils.data import DataLoader
 from transformers import PreTrainedModel
 
 from .catalog_trainer import CatalogTrainer
+from .checkpoints import checkpoint_to_resume
 from .collator import MetricBertCollator
 from .config import MetricBertConfig
 from .distributed import gather_with_grad, share_of_global_mean, world_size
 from .guide import StartingModelGuide
 from .losses import build_loss, embedding_spread
+from .losses.distillation import relational_distillation
+from .mlm_warmup import MlmHeadWarmup, warm_up_mlm_head
 from .modeling import enable_metric_forward
 
 logger = logging.getLogger(__name__)
@@ -34,14 +38,18 @@ class MetricBertTrainer(CatalogTrainer):
     """
 
     _tag_names = ["metricbert", "sentence-similarity", "metric-learning"]
+    label_free_selection = True
     card_method = "A MetricBERT encoder (Malkiel, Ginzburg et al., *MetricBERT*, ICASSP 2022)"
 
     def __init__(self, model: PreTrainedModel, args: MetricBertConfig, *positional, **kwargs) -> None:
         """Takes ``CatalogTrainer``'s arguments (``train_dataset``, ``processing_class``, ``fields``,
         ``ranking_evaluator``, ...); the loss and the guide are built from ``args``."""
         self.guide = (
-            StartingModelGuide(model) if args.false_negative_filter or args.guide_diagnostics else None
+            StartingModelGuide(model)
+            if args.false_negative_filter or args.guide_diagnostics or args.distill_weight > 0
+            else None
         )
+        self.mlm_head_warmup: MlmHeadWarmup | None = None
         enable_metric_forward(model)
         self.metric_loss = build_loss(args)
         super().__init__(model, args, *positional, **kwargs)
@@ -63,7 +71,9 @@ class MetricBertTrainer(CatalogTrainer):
             embeddings, shard = gather_with_grad(embeddings, dim=1)
         titles, descriptions = embeddings[0], embeddings[1]
         guide_vectors = excluded = None
-        if self.guide is not None and (args.false_negative_filter or self._is_logging_step()):
+        if self.guide is not None and (
+            args.false_negative_filter or args.distill_weight > 0 or self._is_logging_step()
+        ):
             # The guide is not part of the prepared model, so it gets the run's mixed precision here.
             with self.accelerator.autocast():
                 guide_vectors = self.guide.embed(inputs, self.batch_fields).float()
@@ -83,13 +93,23 @@ class MetricBertTrainer(CatalogTrainer):
             # Per masked token of every process; its mean over processes (as logged) is that mean.
             mlm_loss = share_of_global_mean(mlm_loss * outputs["mlm_tokens"], outputs["mlm_tokens"], shard)
         if args.mlm_weight > 0:
-            loss = loss + args.mlm_weight * mlm_loss
+            loss = loss + self.current_mlm_weight * mlm_loss
         statistics = {
             "mlm_loss": float(mlm_loss.detach()),
             f"{self.metric_loss.name}_loss": float(metric.loss.detach()),
             "embedding_spread": embedding_spread(torch.cat([titles, descriptions])),
             **metric.statistics,
         }
+        if args.distill_weight > 0:
+            distill_loss = relational_distillation(
+                torch.cat([titles, descriptions]),
+                guide_vectors,
+                temperature=args.distill_temperature,
+                include_positive=args.distill_include_positive,
+                shard=shard,
+            )
+            loss = loss + args.distill_weight * distill_loss
+            statistics["distill_loss"] = float(distill_loss.detach())
         if excluded is not None:
             statistics["filtered_candidate_rate"] = float(excluded.float().mean())
         if guide_vectors is not None and len(metric.anchor_index):
@@ -98,6 +118,44 @@ class MetricBertTrainer(CatalogTrainer):
             )
         self.record(statistics)
         return (loss, outputs) if return_outputs else loss
+
+    @property
+    def current_mlm_weight(self) -> float:
+        """``mlm_weight``, raised linearly from 0 over the first ``mlm_weight_ramp_steps`` steps."""
+        ramp = self.args.mlm_weight_ramp_steps
+        if ramp == 0:
+            return self.args.mlm_weight
+        return self.args.mlm_weight * min(1.0, (self.state.global_step + 1) / ramp)
+
+    def train(self, resume_from_checkpoint: str | bool | None = None, trial=None, **kwargs):
+        """``CatalogTrainer.train``, after the MLM-head warm-up (``mlm_head_warmup_steps``) when the
+        run starts afresh; a resumed run's checkpoint already holds the warmed-up head."""
+        resuming = checkpoint_to_resume(resume_from_checkpoint, self.args.output_dir) is not None
+        if self.args.mlm_head_warmup_steps and not resuming:
+            self.mlm_head_warmup = warm_up_mlm_head(
+                self.model,
+                self._warmup_loader(),
+                self.batch_fields,
+                steps=self.args.mlm_head_warmup_steps,
+                learning_rate=self.args.mlm_head_warmup_learning_rate,
+                device=self.args.device,
+                autocast=self.accelerator.autocast,
+            )
+        return super().train(resume_from_checkpoint=resume_from_checkpoint, trial=trial, **kwargs)
+
+    def _warmup_loader(self) -> DataLoader:
+        """This process's shard of the catalog, shuffled by the run's seed, collated like training."""
+        dataset = self.train_dataset
+        processes = world_size()
+        if processes > 1:
+            dataset = dataset.shard(num_shards=processes, index=torch.distributed.get_rank())
+        return DataLoader(
+            dataset,
+            batch_size=self.args.per_device_train_batch_size,
+            shuffle=True,
+            generator=torch.Generator().manual_seed(self.args.seed),
+            collate_fn=self.data_collator,
+        )
 
     @property
     def gathers_across_processes(self) -> bool:
@@ -110,11 +168,19 @@ class MetricBertTrainer(CatalogTrainer):
         return self.state.global_step == 0 or (self.state.global_step + 1) % every == 0
 
     def objective_card_section(self) -> str:
-        return (
+        distill = " + distill_weight * L_distill" if self.args.distill_weight > 0 else ""
+        section = (
             "## MetricBERT objective\n\n"
-            f"`L = mlm_weight * L_MLM + triplet_weight * L_{self.metric_loss.name}`, with:\n\n"
+            f"`L = mlm_weight * L_MLM + triplet_weight * L_{self.metric_loss.name}{distill}`, with:\n\n"
             + self.config_block(self.args.loss_config())
         )
+        if self.mlm_head_warmup is not None:
+            warmup = self.mlm_head_warmup
+            section += (
+                f"\nThe MLM head was warmed up alone for {warmup.steps} steps first: MLM loss "
+                f"{warmup.loss_before:.3f} -> {warmup.loss_after:.3f}.\n"
+            )
+        return section
 
     def on_logged_means(self, means: dict[str, float]) -> None:
         spread = means.get("embedding_spread")

@@ -89,7 +89,7 @@ def test_every_scorer_evaluates_through_the_same_metrics(
     ]
     for scorer in scorers:
         metrics = evaluate_scorer(scorer, catalog, annotations, ks=(10,))
-        assert set(metrics) == {"mpr", "mrr", "hr@10", "raw_mpr", "raw_mrr", "raw_hr@10"}
+        assert set(metrics) == {"mpr", "mrr", "hr@10", "raw_mpr", "raw_mrr", "raw_hr@10", "map", "ndcg@20"}
         assert all(0.0 <= value <= 100.0 for value in metrics.values()), scorer.name
 
 

@@ -30,7 +30,18 @@ def test_evaluator_returns_filtered_and_raw_metrics_and_leaves_the_model_trainin
     evaluator = RankingEvaluator(catalog=catalog, annotations=annotations, batch_size=16, max_length=64)
     metrics = evaluator(model, tokenizer)
     assert model.training
-    assert set(metrics) == {"mpr", "mrr", "hr@10", "hr@100", "raw_mpr", "raw_mrr", "raw_hr@10", "raw_hr@100"}
+    assert set(metrics) == {
+        "mpr",
+        "mrr",
+        "hr@10",
+        "hr@100",
+        "raw_mpr",
+        "raw_mrr",
+        "raw_hr@10",
+        "raw_hr@100",
+        "map",
+        "ndcg@20",
+    }
     assert all(isinstance(value, float) and 0.0 <= value <= 100.0 for value in metrics.values())
     # HR@100 over an 80-item catalog: every annotated item is within the top 100.
     assert metrics["hr@100"] == metrics["raw_hr@100"] == 100.0
@@ -42,7 +53,7 @@ def test_evaluator_returns_filtered_and_raw_metrics_and_leaves_the_model_trainin
     title_only = RankingEvaluator(catalog=catalog, annotations=annotations, mode="title", ks=(5,))(
         model, tokenizer
     )
-    assert set(title_only) == {"mpr", "mrr", "hr@5", "raw_mpr", "raw_mrr", "raw_hr@5"}
+    assert set(title_only) == {"mpr", "mrr", "hr@5", "raw_mpr", "raw_mrr", "raw_hr@5", "map", "ndcg@20"}
 
 
 def test_vectors_that_put_annotated_items_first_score_100_filtered(annotations):

@@ -74,3 +74,22 @@ def test_summarize_and_errors():
         ranking_metrics(DISTANCES[None, :], seeds=[0, 1], annotated=[[2]])
     with pytest.raises(ValueError, match="at least 1"):
         ranking_metrics(DISTANCES[None, :], seeds=[0], annotated=[[2]], ks=(0,))
+
+
+def test_map_and_ndcg_at_20_from_each_seed_raw_ranks():
+    # Seed 0: its annotated items 1 and 2 at raw ranks 1 and 3. Seed 5: its one annotated item 30
+    # behind more than 20 others, so it counts for MAP but not for NDCG@20.
+    distances = np.array(
+        [[0.0, 0.1, 0.3, 0.2, 0.4, 0.5] + [0.6 + i / 100 for i in range(30)], np.linspace(0.01, 1.0, 36)]
+    )
+    distances[1, 5] = 0.0  # the seed itself
+    distances[1, 30] = 0.7
+    rank_of_30 = 1 + int((np.delete(distances[1], [5, 30]) < 0.7).sum())
+    assert rank_of_30 > 20
+
+    metrics = ranking_metrics(distances, [0, 5], [[1, 2], [30]])
+
+    average_precision = [(1 / 1 + 2 / 3) / 2, 1 / rank_of_30]
+    ndcg = [(1 + 1 / np.log2(4)) / (1 + 1 / np.log2(3)), 0.0]
+    assert metrics["map"] == pytest.approx(100 * np.mean(average_precision))
+    assert metrics["ndcg@20"] == pytest.approx(100 * np.mean(ndcg))

@@ -5,28 +5,33 @@ import json
 import pytest
 from conftest import REPO_ROOT
 
-from metricbert_trainer.arguments import parse_recipe_args
-from metricbert_trainer.config import DataArguments, MetricBertConfig, ModelArguments
 from metricbert_trainer.losses import build_loss
-from metricbert_trainer.study import Study, markdown_table, read_results, seed_noise, summarise
+from metricbert_trainer.study import (
+    Study,
+    markdown_table,
+    read_results,
+    seed_noise,
+    summarise,
+    variant_arguments,
+)
 
-STUDIES = ["recipes/wines/ablation.yaml", "recipes/wines/study.yaml"]
+STUDIES = [
+    "recipes/wines/ablation.yaml",
+    "recipes/wines/study.yaml",
+    "recipes/wines/study_transfer.yaml",
+    "recipes/debian/study.yaml",
+]
 
 
 @pytest.mark.parametrize("study_file", STUDIES)
-def test_every_variant_is_a_valid_recipe(study_file):
+def test_every_variant_is_a_valid_recipe(study_file, tmp_path, monkeypatch):
+    monkeypatch.chdir(REPO_ROOT)  # studies name their base configs and data from the repository root
     study = Study.from_yaml(REPO_ROOT / study_file)
     for name, overrides in study.variants.items():
-        flags = ["--output_dir", "unused"]
-        for key, value in {**study.shared, **overrides}.items():
-            flags += [f"--{key}", str(value)]
-        _, _, training = parse_recipe_args(
-            (ModelArguments, DataArguments, MetricBertConfig),
-            flags,
-            default_config=REPO_ROOT / study.base_config,
-        )
+        _, _, training = variant_arguments(study, name, 0, tmp_path)
         for key, value in overrides.items():
-            assert str(getattr(training, key)).lower().endswith(str(value).lower()), (name, key)
+            if value is not None and hasattr(training, key):
+                assert str(getattr(training, key)).lower().endswith(str(value).lower()), (name, key)
         build_loss(training)
 
 
@@ -73,3 +78,41 @@ def test_report_averages_seeds_and_stars_differences_beyond_seed_spread(tmp_path
     # other: MPR +0.05 is inside the 0.2 seed range, HR@100 +2.5 is outside the 1.0 range.
     assert "[+0.05]" in table[3] and "[+2.50*]" in table[3] and "distance=cosine" in table[3]
     assert "[-3.10*]" in table[4]
+
+
+def test_selection_table_shows_what_each_label_free_signal_picks():
+    from metricbert_trainer.study import selection_table
+
+    def evaluation(step, lf_score, t2d, agreement, map_):
+        return {
+            "step": step,
+            "lf_score": lf_score,
+            "lf_t2d_mrr": t2d,
+            "lf_start_agreement@10": agreement,
+            "map": map_,
+            "mpr": 90.0 + step / 100,
+            "hr@100": 40.0,
+        }
+
+    row = {
+        "variant": "curve",
+        "seed": 42,
+        "evaluations": [
+            evaluation(0, 60.0, 20.0, 100.0, 18.0),
+            evaluation(40, 61.0, 30.0, 92.0, 19.5),
+            evaluation(80, 59.0, 35.0, 83.0, 19.0),
+        ],
+    }
+    table = selection_table([row, {"variant": "once", "seed": 1, "evaluations": []}]).splitlines()
+    picked = {line.split(" | ")[1]: line.split(" | ")[2] for line in table[2:]}
+    assert picked == {
+        "start": "0",
+        "last": "80",
+        "annotations (MAP, oracle)": "40",
+        "annotations (MPR, oracle)": "80",
+        "annotations (HR@100, oracle)": "0",
+        "lf_score": "40",
+        "lf_t2d_mrr": "80",
+        "lf_start_agreement@10": "40",
+    }
+    assert not any("once" in line for line in table)

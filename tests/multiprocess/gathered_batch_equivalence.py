@@ -30,6 +30,7 @@ MLM_AND_FILTER = dict(mlm_weight=1.0, mlm_probability=0.15, false_negative_filte
 CASES = [
     ("triplet_mlm_filter", [4, 4], MLM_AND_FILTER),
     ("triplet_uneven", [5, 3], MLM_AND_FILTER),
+    ("triplet_distill_uneven", [5, 3], dict(distill_weight=1.0, false_negative_filter=True)),
     ("mnrl", [4, 4], dict(objective="mnrl", false_negative_filter=False)),
     ("contrastive_semi_hard", [4, 4], dict(objective="contrastive", mining="semi_hard")),
     (
