@@ -96,8 +96,11 @@ def test_saved_folders_load_everywhere_with_the_encoders_embeddings(published, f
     AutoModelForMaskedLM.from_pretrained(path)
     AutoModel.from_pretrained(path)
     model = SentenceTransformer(str(path), device="cpu")
-    assert model.max_seq_length == 128  # the training length, so long texts are cut the same way
-    ours = encode_texts(load_masked_lm(str(path)), AutoTokenizer.from_pretrained(path), TEXTS, max_length=128)
+    trained_length = json.loads((path / "training_args.json").read_text(encoding="utf-8"))["max_length"]
+    assert model.max_seq_length == trained_length  # the training length, so long texts are cut the same way
+    ours = encode_texts(
+        load_masked_lm(str(path)), AutoTokenizer.from_pretrained(path), TEXTS, max_length=trained_length
+    )
     np.testing.assert_allclose(model.encode(TEXTS), ours, atol=1e-5)
 
 
@@ -110,7 +113,7 @@ def test_card_metadata_parses_back_and_is_complete(published):
     assert data.base_model is None  # a local starting model is not named
     results = {result.metric_type: result.metric_value for result in data.eval_results}
     assert results == pytest.approx({name: published.metrics[f"eval_{name}"] for name in results}, abs=1e-4)
-    assert set(results) == {"mpr", "mrr", "hr@10", "hr@100"}
+    assert set(results) == {"mpr", "mrr", "hr@10", "hr@100", "map", "ndcg@20"}
     body = card.text
     for heading in (
         "## Usage",
