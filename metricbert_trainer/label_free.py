@@ -90,18 +90,19 @@ class LabelFreeEvaluator:
 
     def field_vectors(self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> list[torch.Tensor]:
         """One ``[n, hidden]`` matrix per field for the held-out items."""
+        columns = [self.catalog.texts(name) for name in self.catalog.fields]  # each read once
         return [
             torch.from_numpy(
                 encode_texts(
                     model,
                     tokenizer,
-                    [self.catalog.texts(name)[row] for row in self.items],
+                    [column[row] for row in self.items],
                     batch_size=self.batch_size,
                     max_length=self.max_length,
                     across_processes=True,
                 )
             )
-            for name in self.catalog.fields
+            for column in columns
         ]
 
     def nearest(self, vectors: list[torch.Tensor]) -> np.ndarray:

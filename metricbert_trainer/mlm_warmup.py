@@ -23,7 +23,7 @@ from torch.utils.data import DataLoader
 
 from .collator import field_inputs
 from .distributed import world_size
-from .modeling import find_mlm_head
+from .modeling import find_mlm_head, mlm_head_own_parameters
 
 logger = logging.getLogger(__name__)
 
@@ -41,15 +41,13 @@ class MlmHeadWarmup:
 
 
 def head_parameters(model: torch.nn.Module) -> list[torch.nn.Parameter]:
-    """The MLM head's own parameters: not those it shares with the encoder (the tied decoder)."""
-    head = find_mlm_head(model)
-    if head is None:
+    """The parameters the warm-up trains: the MLM head's own (``modeling.mlm_head_own_parameters``)."""
+    if find_mlm_head(model) is None:
         raise ValueError(
             f"{type(model).__name__} has no MLM head this package knows (cls or lm_head): "
             "mlm_head_warmup_steps cannot be used with it."
         )
-    encoder = {id(parameter) for parameter in model.base_model.parameters()}
-    return [parameter for parameter in head.parameters() if id(parameter) not in encoder]
+    return [parameter for _, parameter in mlm_head_own_parameters(model)]
 
 
 def masked_lm_loss(

@@ -103,6 +103,16 @@ def find_mlm_head(model: PreTrainedModel) -> torch.nn.Module | None:
     return None
 
 
+def mlm_head_own_parameters(model: PreTrainedModel) -> list[tuple[str, torch.nn.Parameter]]:
+    """The MLM head's parameters that are its own: not those it shares with the encoder (a decoder
+    tied to the word embeddings). Empty for unknown head layouts."""
+    head = find_mlm_head(model)
+    if head is None:
+        return []
+    encoder = {id(parameter) for parameter in model.base_model.parameters()}
+    return [(name, parameter) for name, parameter in head.named_parameters() if id(parameter) not in encoder]
+
+
 def freeze_mlm_head(model: PreTrainedModel) -> list[str]:
     """Stops training the MLM head's own parameters (not the word embeddings its decoder shares).
 
@@ -111,13 +121,9 @@ def freeze_mlm_head(model: PreTrainedModel) -> list[str]:
     unused parameters, fails the second step) and the optimiser holds no state for it. Returns
     the names of the frozen parameters.
     """
-    head = find_mlm_head(model)
-    if head is None:
-        return []
-    encoder = {id(parameter) for parameter in model.base_model.parameters()}
     frozen = []
-    for name, parameter in head.named_parameters():
-        if id(parameter) not in encoder and parameter.requires_grad:
+    for name, parameter in mlm_head_own_parameters(model):
+        if parameter.requires_grad:
             parameter.requires_grad_(False)
             frozen.append(name)
     return frozen
