@@ -31,11 +31,13 @@ from .checkpoints import (
 )
 from .collator import batch_slots, count_truncated
 from .evaluation import RankingEvaluator as EmbeddingRankingEvaluator
+from .guide import whole_copy
 from .lengths import resolve_max_length
 from .model_card import ModelCardInfo, render_model_card
 from .modeling import freeze_mlm_head
 from .plots import plot_loss_terms
 from .sentence_transformers_files import write_sentence_transformers_files
+from .weight_ensembling import blend_with_start
 
 RankingEvaluator = Callable[[PreTrainedModel, object], dict[str, float]]
 
@@ -132,6 +134,7 @@ class CatalogTrainer(Trainer):
             )
         if train_dataset is not None:
             self._check_training_catalog(train_dataset)
+        self.starting_encoder = self.starting_encoder_copy(model) if args.trained_weight_share < 1 else None
 
     def _check_training_catalog(self, train_dataset) -> None:
         """Says what a catalog too small for the batch, or texts longer than ``max_length``, do
@@ -237,6 +240,7 @@ class CatalogTrainer(Trainer):
             "lr_scheduler_type": getattr(args.lr_scheduler_type, "value", args.lr_scheduler_type),
             "warmup_steps": args.warmup_steps,
             "max_length": args.max_length,
+            "trained_weight_share": args.trained_weight_share,
             "precision": "bf16" if args.bf16 else ("fp16" if args.fp16 else "fp32"),
             "activation_checkpointing": args.activation_checkpointing,
             "seed": args.seed,
@@ -262,7 +266,20 @@ class CatalogTrainer(Trainer):
                 f"Resuming the DeepSpeed checkpoint {checkpoint} unpickles its optimizer files, and a pickle can run "
                 "any code. Set allow_pickled_checkpoints (--allow_pickled_checkpoints) if you wrote it yourself."
             )
-        return super().train(resume_from_checkpoint=checkpoint, trial=trial, **kwargs)
+        output = super().train(resume_from_checkpoint=checkpoint, trial=trial, **kwargs)
+        if self.starting_encoder is not None:
+            share = self.args.trained_weight_share
+            blend_with_start(self.model.base_model, self.starting_encoder, share)
+            logger.info(
+                "Final encoder: %.2f x trained + %.2f x starting weights (trained_weight_share, WiSE-FT).",
+                share,
+                1 - share,
+            )
+        return output
+
+    def starting_encoder_copy(self, model: PreTrainedModel) -> torch.nn.Module:
+        """A whole, frozen copy of the encoder before training, for ``trained_weight_share``."""
+        return whole_copy(model.base_model).requires_grad_(False)
 
     def _get_output_dir(self, trial) -> str:
         run_dir = super()._get_output_dir(trial)

@@ -78,6 +78,14 @@ class CatalogTrainingArguments(TrainingArguments):
             "costs grow with the square of the length)."
         },
     )
+    trained_weight_share: float = field(
+        default=1.0,
+        metadata={
+            "help": "Share of the trained encoder weights in the final model, the rest being the starting model's "
+            "(WiSE-FT weight-space ensembling, weight_ensembling.py); applied once training ends, so checkpoints "
+            "hold the trained weights and resume from them. 1 keeps the trained weights."
+        },
+    )
     cpu_bf16: bool = field(
         default=True,
         metadata={
@@ -137,6 +145,8 @@ class CatalogTrainingArguments(TrainingArguments):
             raise ValueError(f"max_length_percentile must be in (0, 100]; got {self.max_length_percentile}.")
         if self.max_length_cap < 2:
             raise ValueError(f"max_length_cap must be at least 2; got {self.max_length_cap}.")
+        if not 0.0 < self.trained_weight_share <= 1.0:
+            raise ValueError(f"trained_weight_share must be in (0, 1]; got {self.trained_weight_share}.")
         if self.nonfinite_loss not in NONFINITE_LOSS_ACTIONS:
             raise ValueError(
                 f"Unknown nonfinite_loss {self.nonfinite_loss!r}; valid choices: {', '.join(NONFINITE_LOSS_ACTIONS)}."

@@ -54,6 +54,10 @@ class MetricBertTrainer(CatalogTrainer):
         self.metric_loss = build_loss(args)
         super().__init__(model, args, *positional, **kwargs)
 
+    def starting_encoder_copy(self, model: PreTrainedModel) -> torch.nn.Module:
+        """The guide's frozen encoder when there is a guide: it is the same copy, held once."""
+        return self.guide.encoder if self.guide is not None else super().starting_encoder_copy(model)
+
     def build_collator(self, tokenizer, args: MetricBertConfig) -> MetricBertCollator:
         return MetricBertCollator(
             tokenizer,
