@@ -30,6 +30,7 @@ from .checkpoints import (
     staging_folder,
 )
 from .collator import batch_slots, count_truncated
+from .distributed import mean_by_name_across_processes
 from .evaluation import RankingEvaluator as EmbeddingRankingEvaluator
 from .guide import whole_copy
 from .lengths import resolve_max_length
@@ -391,22 +392,16 @@ class CatalogTrainer(Trainer):
     def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
         mode = "train" if self.model.training else "eval"
         recorded = self._metrics[mode]
-        if recorded:
-            means = self._mean_across_processes(recorded)
+        # Every process takes part in the averaging, also one that recorded nothing this time:
+        # the names are agreed across processes (distributed.mean_by_name_across_processes).
+        local = {name: sum(values) / len(values) for name, values in recorded.items() if values}
+        means = mean_by_name_across_processes(local, self.args.device)
+        if means:
             prefix = "" if mode == "train" else "eval_"
+            means = {name: round(value, 6) for name, value in means.items()}
             logs = {**logs, **{f"{prefix}{name}": value for name, value in means.items()}}
             self.on_logged_means(means)
-            recorded.clear()
+        recorded.clear()
         if mode == "train" and self.nonfinite_losses_skipped:
             logs = {**logs, "nonfinite_losses_skipped": self.nonfinite_losses_skipped}
         super().log(logs, start_time)
-
-    def _mean_across_processes(self, recorded: dict[str, list[float]]) -> dict[str, float]:
-        names = sorted(recorded)
-        local = torch.tensor(
-            [sum(recorded[name]) / len(recorded[name]) for name in names], device=self.args.device
-        )
-        merged = (
-            self.accelerator.reduce(local, reduction="mean") if self.accelerator.num_processes > 1 else local
-        )
-        return {name: round(float(value), 6) for name, value in zip(names, merged.tolist(), strict=True)}

@@ -104,3 +104,27 @@ def share_of_global_mean(
     if float(count) == 0:
         return local_sum * 0.0
     return local_sum * scale / count
+
+
+def mean_by_name_across_processes(local: dict[str, float], device: torch.device | str) -> dict[str, float]:
+    """Each named value averaged over the processes that recorded it, on every process.
+
+    Some logged statistics are conditional (a guide statistic, a term of anchors that may all be
+    filtered, RecoBERT's matched and mismatched scores), so processes can hold different names.
+    Reducing each process's own sorted values would then pair different names, or fail on unequal
+    shapes; the names are agreed first (their union), and each value is averaged over the
+    processes that have it. Every process must call this at the same point, as ``Trainer.log`` is.
+    """
+    if world_size() == 1:
+        return dict(local)
+    gathered: list[list[str]] = [[] for _ in range(world_size())]
+    dist.all_gather_object(gathered, sorted(local))
+    names = sorted(set().union(*gathered))
+    sums_and_counts = torch.tensor(
+        [[local.get(name, 0.0), float(name in local)] for name in names], dtype=torch.float64, device=device
+    ).reshape(len(names), 2)
+    dist.all_reduce(sums_and_counts, op=dist.ReduceOp.SUM)
+    return {
+        name: float(total / count)
+        for name, (total, count) in zip(names, sums_and_counts.tolist(), strict=True)
+    }

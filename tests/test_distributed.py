@@ -127,6 +127,22 @@ def test_processes_share_the_encoding_and_all_get_every_vector(tmp_path, tiny_mo
     assert result["max_difference"] < 1e-5
 
 
+def test_statistics_only_some_processes_recorded_are_averaged_by_name(tmp_path):
+    launch("cpu.yaml", MULTIPROCESS_SCRIPTS / "conditional_statistics.py", str(tmp_path))
+    expected = [
+        {
+            "triplet_loss": 2.0,
+            "guide_negative_closer_rate": 0.5,
+            "matched_score": 0.9,
+            "embedding_spread": 0.25,
+        },
+        {"triplet_loss": 2.0},
+        {},
+    ]
+    for rank in (0, 1):
+        assert json.loads((tmp_path / f"rank{rank}.json").read_text()) == expected
+
+
 def test_two_process_run_trains_evaluates_and_logs_across_processes(ddp_run, tiny_model_path):
     state = json.loads((ddp_run / "checkpoint-4" / "trainer_state.json").read_text())
     # 48 items in batches of 2 x 8: an epoch is 3 steps only if both processes took part.
