@@ -233,6 +233,14 @@ class MetricBertConfig(CatalogTrainingArguments):
             "positive (GISTEmbed-style guided selection with the frozen starting model as the guide)."
         },
     )
+    false_negative_margin: float = field(
+        default=0.0,
+        metadata={
+            "help": "With false_negative_filter, also skip candidates the starting model places less than this much "
+            "(in angular distance, 0-1) farther from the anchor than its positive: near-duplicates of the positive "
+            "(GISTEmbed's absolute margin). 0: only candidates closer than the positive."
+        },
+    )
     gather_across_devices: bool = field(
         default=True,
         metadata={
@@ -304,6 +312,8 @@ class MetricBertConfig(CatalogTrainingArguments):
             raise ValueError(f"triplet_weight must be >= 0; got {self.triplet_weight}.")
         if self.distill_weight < 0:
             raise ValueError(f"distill_weight must be >= 0; got {self.distill_weight}.")
+        if not 0 <= self.false_negative_margin < 1:
+            raise ValueError(f"false_negative_margin must be in [0, 1); got {self.false_negative_margin}.")
         if self.distill_temperature <= 0:
             raise ValueError(f"distill_temperature must be > 0; got {self.distill_temperature}.")
         if self.mlm_head_warmup_steps < 0 or self.mlm_weight_ramp_steps < 0:
@@ -334,6 +344,7 @@ class MetricBertConfig(CatalogTrainingArguments):
             "distill_include_positive": self.distill_include_positive,
             "pooling_input": self.pooling_input.value,
             "false_negative_filter": self.false_negative_filter,
+            "false_negative_margin": self.false_negative_margin,
             "gather_across_devices": self.gather_across_devices,
         }
 

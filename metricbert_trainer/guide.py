@@ -50,12 +50,16 @@ class StartingModelGuide:
 
     @staticmethod
     def closer_than_positive(
-        guide_vectors: torch.Tensor, anchor_index: torch.Tensor, positive_index: torch.Tensor
+        guide_vectors: torch.Tensor,
+        anchor_index: torch.Tensor,
+        positive_index: torch.Tensor,
+        margin: float = 0.0,
     ) -> torch.Tensor:
-        """[A, N]: True where the guide puts element n closer to anchor a than a's positive."""
+        """[A, N]: True where the guide puts element n closer to anchor a than a's positive is, plus
+        ``margin`` (angular distance): with a margin, near-duplicates of the positive count too."""
         distances = pairwise_distance(guide_vectors[anchor_index], guide_vectors, Distance.ANGULAR)
         rows = torch.arange(len(anchor_index), device=distances.device)
-        return distances < distances[rows, positive_index][:, None]
+        return distances < distances[rows, positive_index][:, None] + margin
 
     @staticmethod
     def negative_closer_rate(

@@ -11,6 +11,7 @@ a line. A variant named ``zero_shot`` (or ``zero_shot_<anything>``, e.g. at anot
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import logging
 import tempfile
@@ -25,10 +26,12 @@ from .arguments import parse_recipe_args
 from .config import DataArguments, MetricBertConfig, ModelArguments
 from .lengths import resolve_max_length
 from .modeling import load_masked_lm, resolve_model_name
-from .recipe import build_ranking_evaluator, load_recipe_catalog, train
+from .recipe import TrainingRun, build_ranking_evaluator, load_recipe_catalog, train
+from .weight_ensembling import blend_with_start
 
 METRICS = ("mpr", "mrr", "hr@10", "hr@100", "map", "ndcg@20")
 ZERO_SHOT = "zero_shot"
+BLEND_OPTION = "trained_weight_share"
 LOGGED_STATISTICS = ("negative_closer_rate", "mean_d_ap", "mean_d_an", "embedding_spread")
 
 
@@ -55,50 +58,92 @@ class Study:
 
 
 def run_study(study: Study, names: list[str], seeds: list[int], results_path: Path) -> None:
-    """Trains and ranks each (variant, seed) not yet in the results file."""
+    """Trains and ranks each (variant, seed) not yet in the results file.
+
+    Variants that differ only in ``trained_weight_share`` share one training run: the blend with
+    the starting model is applied once training ends (``weight_ensembling``), so each of them is
+    the same trained encoder blended at its own share and ranked.
+    """
     for name in names:
         if name not in study.variants:
             raise SystemExit(f"Unknown variant {name!r}; the study defines {sorted(study.variants)}.")
     done = {(row["variant"], row["seed"]) for row in read_results(results_path)}
-    for name in names:
-        for seed in seeds if not is_zero_shot(name) else [0]:
-            if (name, seed) in done:
+    for group in training_groups(study, names):
+        for seed in seeds if not is_zero_shot(group[0]) else [0]:
+            todo = [name for name in group if (name, seed) not in done]
+            if not todo:
                 continue
-            row = run_variant(study, name, seed)
-            with open(results_path, "a", encoding="utf-8") as handle:
-                handle.write(json.dumps(row) + "\n")
-            print(
-                json.dumps({key: row[key] for key in ("variant", "seed", "metrics", "seconds")}), flush=True
-            )
+            for row in run_variants(study, todo, seed):
+                with open(results_path, "a", encoding="utf-8") as handle:
+                    handle.write(json.dumps(row) + "\n")
+                print(
+                    json.dumps({key: row[key] for key in ("variant", "seed", "metrics", "seconds")}),
+                    flush=True,
+                )
 
 
-def run_variant(study: Study, name: str, seed: int) -> dict:
+def training_groups(study: Study, names: list[str]) -> list[list[str]]:
+    """``names`` grouped by the training they need: equal overrides but for ``trained_weight_share``."""
+    groups: dict[str, list[str]] = {}
+    for name in names:
+        overrides = {**study.shared, **study.variants[name]}
+        overrides.pop(BLEND_OPTION, None)
+        key = name if is_zero_shot(name) else json.dumps(overrides, sort_keys=True, default=str)
+        groups.setdefault(key, []).append(name)
+    return list(groups.values())
+
+
+def run_variants(study: Study, names: list[str], seed: int) -> list[dict]:
+    """One training run shared by ``names`` (variants that differ only in ``trained_weight_share``),
+    and a results row per variant."""
     started = time.time()
-    overrides = {**study.shared, **study.variants[name]}
     with tempfile.TemporaryDirectory() as output_dir:
-        model_args, data_args, training_args = variant_arguments(study, name, seed, Path(output_dir))
-        warmup = None
-        if is_zero_shot(name):
-            metrics, terms, evaluations = evaluate_untrained(model_args, data_args, training_args), {}, []
+        model_args, data_args, training_args = variant_arguments(study, names[0], seed, Path(output_dir))
+        warmup, terms, evaluations = None, {}, []
+        if is_zero_shot(names[0]):
+            metrics = {names[0]: evaluate_untrained(model_args, data_args, training_args)}
         else:
+            training_args.trained_weight_share = 1.0
             run = train(model_args, data_args, training_args)
-            metrics, terms = run.metrics, first_and_last_terms(run.trainer.state.log_history)
+            terms = first_and_last_terms(run.trainer.state.log_history)
             evaluations = evaluation_history(run.trainer.state.log_history)
             warmup = getattr(run.trainer, "mlm_head_warmup", None)
-    return {
-        "variant": name,
-        "seed": seed,
-        "overrides": overrides,
-        "metrics": {
-            key.removeprefix("eval_"): value for key, value in metrics.items() if key.startswith("eval_")
-        },
-        "terms": terms,
-        "evaluations": evaluations,
-        "mlm_head_warmup": None
-        if warmup is None
-        else {"before": warmup.loss_before, "after": warmup.loss_after},
-        "seconds": round(time.time() - started, 1),
-    }
+            metrics = {name: blended_metrics(run, study.variants[name], model_args) for name in names}
+    seconds = round(time.time() - started, 1)
+    return [
+        {
+            "variant": name,
+            "seed": seed,
+            "overrides": {**study.shared, **study.variants[name]},
+            "metrics": {
+                key.removeprefix("eval_"): value
+                for key, value in metrics[name].items()
+                if key.startswith("eval_")
+            },
+            "terms": terms,
+            "evaluations": evaluations,
+            "mlm_head_warmup": None
+            if warmup is None
+            else {"before": warmup.loss_before, "after": warmup.loss_after},
+            "trained_with": names,
+            "seconds": seconds,
+        }
+        for name in names
+    ]
+
+
+def blended_metrics(run: TrainingRun, overrides: dict, model_args: ModelArguments) -> dict[str, float]:
+    """The run's final metrics for ``trained_weight_share`` 1, else those of its trained encoder
+    blended with the starting one at the variant's share."""
+    share = overrides.get(BLEND_OPTION, 1.0)
+    if share == 1.0:
+        return run.metrics
+    trainer = run.trainer
+    blended = copy.deepcopy(trainer.accelerator.unwrap_model(trainer.model))
+    start = load_masked_lm(resolve_model_name(model_args.model_name_or_path)).base_model
+    blend_with_start(blended.base_model, start, share)
+    ranking = trainer.ranking_evaluator(blended, trainer.processing_class)
+    return {f"eval_{name}": value for name, value in ranking.items()}
 
 
 def variant_arguments(study: Study, name: str, seed: int, output_dir: Path):

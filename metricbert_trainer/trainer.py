@@ -89,7 +89,9 @@ class MetricBertTrainer(CatalogTrainer):
             anchor_index, positive_index = self.metric_loss.anchors_and_positives(
                 len(titles), titles.device, shard
             )
-            excluded = self.guide.closer_than_positive(guide_vectors, anchor_index, positive_index)
+            excluded = self.guide.closer_than_positive(
+                guide_vectors, anchor_index, positive_index, args.false_negative_margin
+            )
         metric = self.metric_loss(titles, descriptions, excluded, shard)
         loss = args.triplet_weight * metric.loss
         mlm_loss = outputs["mlm_loss"]

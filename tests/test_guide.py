@@ -22,6 +22,19 @@ def test_closer_than_positive_and_negative_closer_rate_on_hand_built_vectors():
     assert StartingModelGuide.negative_closer_rate(vectors, anchor, positive, torch.tensor([3, 2])) == 0.5
 
 
+def test_a_filter_margin_also_excludes_candidates_just_beyond_the_positive():
+    # Anchor at 0 degrees, positive at 36 (angular distance 0.2); candidates at 30, 40, 54 and 90 degrees.
+    vectors = torch.tensor([_unit(0), _unit(36), _unit(30), _unit(40), _unit(54), _unit(90)])
+    anchor, positive = torch.tensor([0]), torch.tensor([1])
+    plain = StartingModelGuide.closer_than_positive(vectors, anchor, positive)
+    assert plain[0, 2:].tolist() == [True, False, False, False]
+    # A margin of 0.1 (18 degrees) reaches out to 54 degrees, exclusive.
+    widened = StartingModelGuide.closer_than_positive(vectors, anchor, positive, margin=0.1)
+    assert widened[0, 2:].tolist() == [True, True, False, False]
+    widened = StartingModelGuide.closer_than_positive(vectors, anchor, positive, margin=0.11)
+    assert widened[0, 2:].tolist() == [True, True, True, False]
+
+
 def test_guide_embeds_the_unmasked_text_and_stays_frozen(tiny_model_path, tokenizer):
     model = load_masked_lm(tiny_model_path)
     guide = StartingModelGuide(model)

@@ -2,6 +2,7 @@
 
 import json
 
+import pandas as pd
 import pytest
 from conftest import REPO_ROOT
 
@@ -10,6 +11,7 @@ from metricbert_trainer.study import (
     Study,
     markdown_table,
     read_results,
+    run_study,
     seed_noise,
     summarise,
     variant_arguments,
@@ -116,3 +118,63 @@ def test_selection_table_shows_what_each_label_free_signal_picks():
         "lf_start_agreement@10": "40",
     }
     assert not any("once" in line for line in table)
+
+
+def _small_catalog_with_annotations(wines_csv, folder):
+    """200 wines and 10 seeds, each annotated with the 5 items that follow it (enough to rank)."""
+    frame = pd.read_csv(wines_csv, dtype=str, nrows=200)[["id", "title", "description"]]
+    frame.to_csv(folder / "catalog.csv", index=False)
+    pairs = [
+        {"seed_id": frame.id[seed], "recommended_id": frame.id[seed + offset]}
+        for seed in range(0, 200, 20)
+        for offset in range(1, 6)
+    ]
+    pd.DataFrame(pairs).to_csv(folder / "annotations.csv", index=False)
+    return folder / "catalog.csv", folder / "annotations.csv"
+
+
+def test_variants_that_differ_only_in_the_blend_share_one_training_run(tmp_path, tiny_model_path, wines_csv):
+    """The plain variant and two blends come from one training: the rows share its loss terms and
+    each ranks differently; a variant with another loss setting trains on its own."""
+    catalog, annotations = _small_catalog_with_annotations(wines_csv, tmp_path)
+    base = tmp_path / "base.yaml"
+    base.write_text(
+        json.dumps(
+            {
+                "model_name_or_path": tiny_model_path,
+                "catalog": str(catalog),
+                "annotations": str(annotations),
+                "text_columns": ["title", "description"],
+                "max_train_items": 64,
+                "max_steps": 3,
+                "learning_rate": 5e-3,
+                "per_device_train_batch_size": 16,
+                "per_device_eval_batch_size": 64,
+                "max_length": 32,
+                "selection_holdout": 0,
+                "report_to": "none",
+                "use_cpu": True,
+                "bf16": False,
+            }
+        ),
+        encoding="utf-8",
+    )
+    study_path = tmp_path / "study.yaml"
+    study_path.write_text(
+        f"base_config: {base}\n"
+        "variants:\n"
+        "  plain: {distill_weight: 0.0}\n"
+        "  blend_half: {distill_weight: 0.0, trained_weight_share: 0.5}\n"
+        "  blend_tenth: {distill_weight: 0.0, trained_weight_share: 0.1}\n"
+        "  guarded: {distill_weight: 1.0}\n",
+        encoding="utf-8",
+    )
+    results = tmp_path / "results.jsonl"
+    run_study(Study.from_yaml(study_path), ["plain", "blend_half", "blend_tenth", "guarded"], [0], results)
+
+    rows = {row["variant"]: row for row in read_results(results)}
+    assert rows["plain"]["trained_with"] == ["plain", "blend_half", "blend_tenth"]
+    assert rows["guarded"]["trained_with"] == ["guarded"]
+    assert rows["blend_half"]["terms"] == rows["plain"]["terms"]
+    mprs = {name: rows[name]["metrics"]["mpr"] for name in ("plain", "blend_half", "blend_tenth")}
+    assert len(set(mprs.values())) == 3, mprs

@@ -166,6 +166,21 @@ def test_false_negative_filter_never_mines_what_the_starting_model_ranks_above_t
     # Without the filter, hard mining picks exactly those suspects on a homogeneous catalog.
     assert _loss_history(unfiltered, "guide_negative_closer_rate")[0] > 0.5
 
+    widened = MetricBertTrainer(
+        load_masked_lm(tiny_model_path),
+        _config(tmp_path, max_steps=3, false_negative_filter=True, false_negative_margin=0.05),
+        train_dataset=wine_items,
+        processing_class=tokenizer,
+    )
+    widened.train()
+    # The same batches (same seed): a margin filters every candidate the plain filter did, and more.
+    margins = zip(
+        _loss_history(widened, "filtered_candidate_rate"),
+        _loss_history(trainer, "filtered_candidate_rate"),
+        strict=True,
+    )
+    assert all(with_margin > without for with_margin, without in margins)
+
 
 def test_ranking_metrics_drive_best_model_and_early_stopping(
     tmp_path, tiny_model_path, tokenizer, wine_items
