@@ -16,14 +16,27 @@ from pathlib import Path
 import yaml
 from transformers import HfArgumentParser
 
+from .usage_errors import UsageError
+
 
 def parse_recipe_args(
     dataclass_types: Sequence[type],
     args: Sequence[str] | None = None,
     default_config: str | Path | None = None,
 ):
-    """Returns one instance per dataclass type, from ``--config`` (or ``default_config``) and flags."""
+    """Returns one instance per dataclass type, from ``--config`` (or ``default_config``) and flags.
 
+    A bad config file or value raises ``UsageError`` (argparse itself exits on a malformed flag).
+    """
+    try:
+        return _parse(dataclass_types, args, default_config)
+    except yaml.YAMLError as error:
+        raise UsageError(f"the recipe config is not valid YAML: {error}") from error
+    except (ValueError, TypeError, OSError) as error:
+        raise UsageError(str(error)) from error
+
+
+def _parse(dataclass_types, args, default_config):
     args = list(sys.argv[1:] if args is None else args)
     config_reader = argparse.ArgumentParser(add_help=False)
     config_reader.add_argument("--config", default=None)
@@ -43,7 +56,11 @@ def parse_recipe_args(
 def read_config(path: str | Path, parser: argparse.ArgumentParser) -> dict[str, object]:
     path = Path(path)
     if not path.is_file():
-        raise FileNotFoundError(f"Recipe config not found: {path}.")
+        raise UsageError(
+            f"recipe config {path} is a folder, not a YAML file"
+            if path.is_dir()
+            else f"recipe config not found: {path}"
+        )
     with open(path, encoding="utf-8") as handle:
         config = yaml.safe_load(handle) or {}
     if not isinstance(config, dict):
@@ -60,4 +77,8 @@ def read_config(path: str | Path, parser: argparse.ArgumentParser) -> dict[str, 
         raise ValueError(
             f"{path}: unknown option(s) {', '.join(hints)}. Run the recipe with --help for the valid options."
         )
+    takes_lists = {action.dest for action in parser._actions if action.nargs in ("+", "*")}
+    for key, value in config.items():
+        if isinstance(value, (list, dict)) and key not in takes_lists:
+            raise UsageError(f"{path}: {key} takes one value; got {value!r}")
     return config

@@ -470,6 +470,10 @@ class DataArguments:
             )
         if self.selection_holdout < 0:
             raise ValueError(f"selection_holdout must be >= 0; got {self.selection_holdout}.")
+        if self.max_train_items is not None and self.max_train_items < 2:
+            raise ValueError(
+                f"max_train_items must be at least 2 (in-batch training contrasts items); got {self.max_train_items}."
+            )
         if self.dataset is not None and self.dataset_name is None:
             self.dataset_name = self.dataset
 

@@ -115,12 +115,14 @@ class LabelFreeEvaluator:
         vectors = self.field_vectors(model, tokenizer)
         mrr, recall_at_1 = title_to_description_retrieval(vectors[0], vectors[1])
         agreement = neighbour_agreement(self.nearest(vectors), self.start_neighbours)
-        return {
-            "lf_t2d_mrr": mrr,
-            "lf_t2d_recall@1": recall_at_1,
-            f"lf_start_agreement@{self.k}": agreement,
-            "lf_score": (mrr + agreement) / 2,
-        }
+        return dict(
+            zip(signal_names(self.k), (mrr, recall_at_1, agreement, (mrr + agreement) / 2), strict=True)
+        )
+
+
+def signal_names(k: int = 10) -> tuple[str, ...]:
+    """The names of the signals an evaluator with neighbourhoods of ``k`` logs (without ``eval_``)."""
+    return ("lf_t2d_mrr", "lf_t2d_recall@1", f"lf_start_agreement@{k}", "lf_score")
 
 
 def title_to_description_retrieval(titles: torch.Tensor, descriptions: torch.Tensor) -> tuple[float, float]:

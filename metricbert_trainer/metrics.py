@@ -147,3 +147,9 @@ def ranking_metrics(
     )
     metrics.update(head_metrics(raw))
     return metrics
+
+
+def ranking_metric_names(ks: Sequence[int] = (10, 100)) -> list[str]:
+    """The names ``ranking_metrics`` returns for cut-offs ``ks``, read off its result on the
+    smallest ranking there is (one seed, one other item), so the two never disagree."""
+    return list(ranking_metrics(np.array([[0.0, 1.0]]), [0], [[1]], ks))

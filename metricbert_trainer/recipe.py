@@ -28,10 +28,13 @@ from .label_free import LabelFreeEvaluator, holdout_split
 from .lengths import resolve_max_length
 from .model_card import ModelCardInfo
 from .modeling import is_partitioned, load_masked_lm, resolve_model_name, whole_model_loading
+from .output_lock import output_folder_lock
 from .plots import plot_catalog_before_after
+from .preflight import check_recipe_arguments
 from .recobert import RecoBertConfig, RecoBertTrainer
 from .sectioned_catalog import load_sectioned_catalog
 from .trainer import MetricBertTrainer
+from .usage_errors import report_usage_errors
 
 # The trainer each kind of training arguments configures.
 TRAINERS: dict[type[CatalogTrainingArguments], type[CatalogTrainer]] = {
@@ -47,7 +50,8 @@ def main(
     default_config: str | Path | None = None,
     config_class: type[CatalogTrainingArguments] = MetricBertConfig,
 ) -> TrainingRun:
-    """Entry point of a training recipe: ``accelerate launch recipes/train_wines.py [--config ...] [--flag ...]``.
+    """A training recipe from its command line: parse, check everything that needs no model
+    (``preflight``), train. Raises ``UsageError`` for a mistake in the arguments.
 
     ``config_class`` picks the objective: ``MetricBertConfig`` (MetricBERT and its loss family) or
     ``RecoBertConfig`` (RecoBERT).
@@ -55,7 +59,19 @@ def main(
     model_args, data_args, training_args = parse_recipe_args(
         (ModelArguments, DataArguments, config_class), args, default_config=default_config
     )
+    check_recipe_arguments(
+        model_args, data_args, training_args, TRAINERS[type(training_args)].label_free_selection
+    )
     return train(model_args, data_args, training_args)
+
+
+def run_recipe(
+    default_config: str | Path, config_class: type[CatalogTrainingArguments] = MetricBertConfig
+) -> TrainingRun:
+    """What a recipe script runs: ``main`` on ``sys.argv``, with mistakes reported as
+    ``<script>: error: <message>`` and a non-zero exit instead of a traceback (``--traceback``
+    keeps it). ``accelerate launch recipes/train_wines.py [--config ...] [--flag ...]``."""
+    return report_usage_errors(lambda argv: main(argv, default_config, config_class))
 
 
 @dataclass
@@ -69,10 +85,21 @@ class TrainingRun:
 def train(
     model_args: ModelArguments, data_args: DataArguments, training_args: CatalogTrainingArguments
 ) -> TrainingRun:
+    """Loads, trains, evaluates, saves and publishes, holding the output folder's run lock
+    (``output_lock``) throughout, so a second run into the same folder is refused at once."""
+    with output_folder_lock(training_args.output_dir, holder=int(os.environ.get("RANK", "0")) == 0):
+        return _train(model_args, data_args, training_args)
+
+
+def _train(
+    model_args: ModelArguments, data_args: DataArguments, training_args: CatalogTrainingArguments
+) -> TrainingRun:
     _configure_logging(training_args)
     _warn_if_cores_idle(training_args)
     set_seed(training_args.seed)
     catalog = load_recipe_catalog(data_args)
+    # Read now, so that a misspelt column fails before training rather than after it.
+    plot_labels = plot_column_values(data_args, catalog) if data_args.plot_column else None
     trainer_class = TRAINERS[type(training_args)]
     held_out: list[int] = []
     train_dataset = catalog.dataset
@@ -124,8 +151,8 @@ def train(
         report_label_free_change(trainer.state.log_history)
     # Written again now that the final evaluation is in the log, for the card's results.
     trainer.create_model_card()
-    if data_args.plot_column and trainer.is_world_process_zero():
-        plot_recipe_embeddings(model_args, data_args, training_args, catalog)
+    if plot_labels is not None and trainer.is_world_process_zero():
+        plot_recipe_embeddings(model_args, data_args, training_args, catalog, plot_labels)
     if training_args.push_to_hub:
         trainer.push_to_hub(commit_message="MetricBERT training finished")
     return TrainingRun(trainer, metrics)
@@ -136,12 +163,11 @@ def plot_recipe_embeddings(
     data_args: DataArguments,
     training_args: CatalogTrainingArguments,
     catalog: Catalog,
+    labels: list[str],
 ) -> Path:
-    """The PCA of the catalog under the starting and the trained model, coloured by ``plot_column``,
-    into the output folder. Both models are loaded afresh and whole on this process alone, so the
-    plot works whatever engine trained them."""
-    table = data_args.catalog if data_args.catalog is not None else _load_dataset(data_args)
-    labels = catalog_column(table, catalog, data_args.plot_column, id_column=data_args.id_column)
+    """The PCA of the catalog under the starting and the trained model, coloured by ``labels``
+    (``plot_column_values``), into the output folder. Both models are loaded afresh and whole on
+    this process alone, so the plot works whatever engine trained them."""
     start = resolve_model_name(model_args.model_name_or_path)
     with whole_model_loading():
         pairs = [
@@ -160,6 +186,12 @@ def plot_recipe_embeddings(
         column=data_args.plot_column,
         max_length=training_args.max_length,
     )
+
+
+def plot_column_values(data_args: DataArguments, catalog: Catalog) -> list[str]:
+    """The ``plot_column`` value of each item of ``catalog``, for the plot's colours only."""
+    table = data_args.catalog if data_args.catalog is not None else _load_dataset(data_args)
+    return catalog_column(table, catalog, data_args.plot_column, id_column=data_args.id_column)
 
 
 def load_recipe_catalog(data_args: DataArguments) -> Catalog:

@@ -13,9 +13,9 @@ local folder of data files). The defaults are the default recipe's (recipes/cata
 
 from pathlib import Path
 
-from metricbert_trainer.recipe import main
+from metricbert_trainer.recipe import run_recipe
 
 DEFAULT_CONFIG = Path(__file__).parent / "catalog" / "minilm.yaml"
 
 if __name__ == "__main__":
-    main(default_config=DEFAULT_CONFIG)
+    run_recipe(DEFAULT_CONFIG)

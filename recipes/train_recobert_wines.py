@@ -9,10 +9,10 @@ Run from the repository root (the configs name data paths relative to it).
 
 from pathlib import Path
 
-from metricbert_trainer.recipe import main
+from metricbert_trainer.recipe import run_recipe
 from metricbert_trainer.recobert import RecoBertConfig
 
 DEFAULT_CONFIG = Path(__file__).parent / "wines" / "recobert.yaml"
 
 if __name__ == "__main__":
-    main(default_config=DEFAULT_CONFIG, config_class=RecoBertConfig)
+    run_recipe(DEFAULT_CONFIG, config_class=RecoBertConfig)

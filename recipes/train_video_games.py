@@ -11,9 +11,9 @@ repository root (the config names the annotations relative to it).
 
 from pathlib import Path
 
-from metricbert_trainer.recipe import main
+from metricbert_trainer.recipe import run_recipe
 
 DEFAULT_CONFIG = Path(__file__).parent / "video_games" / "minilm.yaml"
 
 if __name__ == "__main__":
-    main(default_config=DEFAULT_CONFIG)
+    run_recipe(DEFAULT_CONFIG)

@@ -9,9 +9,9 @@ Run from the repository root (the configs name data paths relative to it).
 
 from pathlib import Path
 
-from metricbert_trainer.recipe import main
+from metricbert_trainer.recipe import run_recipe
 
 DEFAULT_CONFIG = Path(__file__).parent / "wines" / "minilm.yaml"
 
 if __name__ == "__main__":
-    main(default_config=DEFAULT_CONFIG)
+    run_recipe(DEFAULT_CONFIG)

@@ -2,6 +2,7 @@
 
 import json
 import subprocess
+import sys
 
 import pytest
 from conftest import QUICK_RUN, REPO_ROOT, accelerate_command, flags
@@ -32,3 +33,65 @@ def test_accelerate_launch_trains_evaluates_and_saves(tmp_path, tiny_model_path)
     AutoModelForMaskedLM.from_pretrained(output_dir)
     AutoModel.from_pretrained(output_dir)
     assert "eval_mpr" in result.stdout + result.stderr
+
+
+def _error_lines(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if ": error: " in line]
+
+
+@pytest.mark.slow
+def test_a_mistake_is_one_line_without_traceback_before_anything_loads(tmp_path):
+    """Launched the way users launch it, directly and by `accelerate launch -q`: a NaN learning
+    rate and an output folder that is a file are reported together, before the model loads."""
+    occupied = tmp_path / "a-file"
+    occupied.write_text("x", encoding="utf-8")
+    mistakes = ["--learning_rate", "nan", "--output_dir", str(occupied)]
+    nan_rate = "train_catalog.py: error: learning_rate must be a finite number; got nan; "
+    file_as_folder = f"output_dir {occupied} is a file, not a folder: name another output_dir"
+    catalog = ["--catalog", "data/wines/winemag-sample-5811.csv", "--model_name_or_path", "./no-model"]
+    direct = subprocess.run(
+        [sys.executable, "recipes/train_catalog.py", *catalog[:2], *mistakes],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert direct.returncode == 1
+    assert _error_lines(direct.stderr) == [nan_rate + file_as_folder] and "Traceback" not in direct.stderr
+    launcher = accelerate_command("single_gpu.yaml", "recipes/train_catalog.py", *catalog, *mistakes)
+    launched = subprocess.run(
+        [*launcher[:3], "-q", *launcher[3:]], cwd=REPO_ROOT, capture_output=True, text=True, timeout=300
+    )
+    assert launched.returncode == 1
+    assert _error_lines(launched.stderr) == [
+        nan_rate + "model_name_or_path ./no-model does not exist; " + file_as_folder
+    ]
+    assert "Traceback" not in launched.stderr
+    # --traceback keeps it, for a bug report.
+    kept = subprocess.run(
+        [sys.executable, "recipes/train_catalog.py", *catalog[:2], *mistakes, "--traceback"],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert kept.returncode == 1 and "Traceback" in kept.stderr and "UsageError" in kept.stderr
+
+
+@pytest.mark.slow
+def test_every_process_of_a_launch_stops_on_a_mistake_and_it_is_said_once(tmp_path):
+    """Two processes check the same arguments, both stop (no hang), the first says why."""
+    command = accelerate_command(
+        "cpu.yaml",
+        "recipes/train_catalog.py",
+        "--catalog",
+        str(tmp_path / "missing.csv"),
+        "--output_dir",
+        str(tmp_path / "out"),
+        processes=2,
+    )
+    result = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
+    assert result.returncode != 0
+    assert _error_lines(result.stderr) == [
+        f"train_catalog.py: error: catalog file not found: {tmp_path / 'missing.csv'}"
+    ]
