@@ -2,7 +2,7 @@
 
 Two runs writing checkpoints, rotations and a model card into the same folder interleave them:
 ``resume_from_checkpoint: last`` may then pick the other run's checkpoint, and each run's rotation
-deletes the other's. The first process of a run holds an advisory lock on ``.run.lock`` in the
+deletes the other's. The first process of a run holds an advisory lock on ``_run.lock`` in the
 folder for as long as it runs; a second run is refused at once, naming the process that holds it.
 The operating system drops the lock when its process ends, however it ends (a SIGKILL too), so an
 interrupted run never leaves a stale lock behind.
