@@ -17,6 +17,8 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 from transformers import PreTrainedTokenizerBase
 
+from .usage_errors import UsageError
+
 logger = logging.getLogger(__name__)
 
 # Lengths are rounded up to a multiple of this: tensor kernels like it, and it keeps reported values round.
@@ -63,13 +65,19 @@ def resolve_max_length(
 ) -> int:
     """Sets ``args.max_length`` from ``dataset``'s ``fields`` when the configuration left it unset;
     with no catalog (or tokenizer) to measure, to ``args.max_length_cap``. Either way no longer
-    than ``model``'s position embeddings reach."""
-    if args.max_length is not None:
-        return args.max_length
+    than ``model``'s position embeddings reach: a longer explicit one is a ``UsageError``, which
+    would otherwise be an index error in the embeddings at the first long batch."""
     cap = args.max_length_cap
     positions = getattr(getattr(model, "config", None), "max_position_embeddings", None)
     if isinstance(positions, int) and positions > 0:
         cap = min(cap, positions)
+        if args.max_length is not None and args.max_length > positions:
+            raise UsageError(
+                f"max_length {args.max_length} is longer than the model's {positions} position embeddings; "
+                f"use at most {positions}"
+            )
+    if args.max_length is not None:
+        return args.max_length
     if dataset is None or tokenizer is None:
         args.max_length = cap
         logger.info("max_length %d: the cap, as there is no catalog to choose it from.", cap)

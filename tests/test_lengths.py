@@ -40,6 +40,18 @@ def test_without_a_catalog_the_cap_bounded_by_the_model_positions(tmp_path, tiny
     )
 
 
+def test_an_explicit_max_length_beyond_the_model_positions_is_a_usage_error(tmp_path, tiny_model_path):
+    from metricbert_trainer.modeling import load_masked_lm
+    from metricbert_trainer.usage_errors import UsageError
+
+    model = load_masked_lm(tiny_model_path)
+    args = MetricBertConfig(output_dir=str(tmp_path), report_to="none", use_cpu=True, max_length=512)
+    with pytest.raises(UsageError, match="max_length 512 is longer than the model's 128 position embeddings"):
+        resolve_max_length(args, None, None, ("title", "description"), model)
+    args.max_length = 128
+    assert resolve_max_length(args, None, None, ("title", "description"), model) == 128
+
+
 @pytest.mark.parametrize(
     "options", [{"max_length_percentile": 0}, {"max_length_percentile": 101}, {"max_length_cap": 1}]
 )
