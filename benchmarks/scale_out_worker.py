@@ -21,9 +21,9 @@ import torch
 from datasets import Dataset
 from transformers import AutoTokenizer, BertConfig, BertForMaskedLM, TrainerCallback
 
-from metricbert_trainer.config import MetricBertConfig
-from metricbert_trainer.modeling import resolve_model_name
-from metricbert_trainer.trainer import MetricBertTrainer
+from metricbert_trainer.base.modeling import resolve_model_name
+from metricbert_trainer.metricbert.config import MetricBertConfig
+from metricbert_trainer.metricbert.trainer import MetricBertTrainer
 
 MODEL_SIZES = {
     # BERT-Large (bert-large-uncased's shape).

@@ -31,12 +31,12 @@ import torch
 from datasets import Dataset
 from transformers import AutoTokenizer, TrainerCallback
 
-from metricbert_trainer.arguments import parse_recipe_args
-from metricbert_trainer.catalog import load_catalog
-from metricbert_trainer.config import DataArguments, MetricBertConfig, ModelArguments
-from metricbert_trainer.encoding import encode_texts
-from metricbert_trainer.modeling import DEFAULT_MODEL, load_masked_lm, resolve_model_name
-from metricbert_trainer.trainer import MetricBertTrainer
+from metricbert_trainer.base.modeling import DEFAULT_MODEL, load_masked_lm, resolve_model_name
+from metricbert_trainer.data.catalog import load_catalog
+from metricbert_trainer.evaluation.encoding import encode_texts
+from metricbert_trainer.metricbert.config import MetricBertConfig
+from metricbert_trainer.metricbert.trainer import MetricBertTrainer
+from metricbert_trainer.scripts.arguments import DataArguments, ModelArguments, parse_recipe_args
 
 CATALOG = "data/wines/winemag-sample-5811.csv"
 MNRL = "sentence-transformers: MultipleNegativesRankingLoss"

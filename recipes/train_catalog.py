@@ -13,7 +13,7 @@ local folder of data files). The defaults are the default recipe's (recipes/cata
 
 from pathlib import Path
 
-from metricbert_trainer.recipe import main
+from metricbert_trainer.scripts.train import main
 
 DEFAULT_CONFIG = Path(__file__).parent / "catalog" / "minilm.yaml"
 

@@ -11,7 +11,7 @@ repository root (the config names the annotations relative to it).
 
 from pathlib import Path
 
-from metricbert_trainer.recipe import main
+from metricbert_trainer.scripts.train import main
 
 DEFAULT_CONFIG = Path(__file__).parent / "video_games" / "minilm.yaml"
 

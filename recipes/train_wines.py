@@ -9,7 +9,7 @@ Run from the repository root (the configs name data paths relative to it).
 
 from pathlib import Path
 
-from metricbert_trainer.recipe import main
+from metricbert_trainer.scripts.train import main
 
 DEFAULT_CONFIG = Path(__file__).parent / "wines" / "minilm.yaml"
 

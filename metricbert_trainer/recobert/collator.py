@@ -10,8 +10,8 @@ import torch
 from transformers import DataCollatorForLanguageModeling, PreTrainedTokenizerBase
 from transformers.data.data_collator import DataCollatorMixin
 
-from ..collator import batch_generator, build_masker
-from .pairs import encode_pairs
+from metricbert_trainer.base.collator import batch_generator, build_masker
+from metricbert_trainer.recobert.pairs import encode_pairs
 
 
 @dataclass

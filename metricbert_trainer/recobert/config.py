@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..config import CatalogTrainingArguments
+from metricbert_trainer.base.config import CatalogTrainerConfig
 
 # lambda_1..lambda_4 of the four inference scores, in this order.
 SCORE_NAMES = ("cos_description", "cos_title", "tdm_candidate_title", "tdm_seed_title")
 
 
 @dataclass
-class RecoBertConfig(CatalogTrainingArguments):
+class RecoBertConfig(CatalogTrainerConfig):
     """``TrainingArguments`` plus RecoBERT's loss ``L = mlm_weight * L_MLM + tdm_weight * L_TDM``
     and the settings of its four-score inference.
 

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from .. import catalog_trainer
-from ..modeling import enable_metric_forward
-from .collator import RecoBertCollator
-from .config import RecoBertConfig
-from .inference import RecoBertRankingEvaluator
-from .scores import tdm_loss, tdm_score
+from metricbert_trainer.base.trainer import CatalogTrainer
+from metricbert_trainer.recobert.collator import RecoBertCollator
+from metricbert_trainer.recobert.config import RecoBertConfig
+from metricbert_trainer.recobert.forward import enable_pair_forward
+from metricbert_trainer.recobert.inference import RecoBertRankingEvaluator
+from metricbert_trainer.recobert.scores import tdm_loss, tdm_score
 
 
-class RecoBertTrainer(catalog_trainer.CatalogTrainer):
+class RecoBertTrainer(CatalogTrainer):
     """Trains an ``AutoModelForMaskedLM`` with ``L = mlm_weight * L_MLM + tdm_weight * L_TDM``.
 
     Each training example is one joint (title, description) input whose description is the item's
@@ -26,7 +26,7 @@ class RecoBertTrainer(catalog_trainer.CatalogTrainer):
     card_method = "A RecoBERT title-description model (Malkiel et al., *RecoBERT*, Findings of EMNLP 2020)"
 
     def __init__(self, model, args: RecoBertConfig, *positional, **kwargs) -> None:
-        enable_metric_forward(model)
+        enable_pair_forward(model)
         super().__init__(model, args, *positional, **kwargs)
 
     @classmethod
