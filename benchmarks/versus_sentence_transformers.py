@@ -29,7 +29,8 @@ from collections.abc import Callable
 
 import torch
 from datasets import Dataset
-from transformers import AutoTokenizer, TrainerCallback
+from step_timer import StepTimer
+from transformers import AutoTokenizer
 
 from metricbert_trainer.base.modeling import DEFAULT_MODEL, load_masked_lm, resolve_model_name
 from metricbert_trainer.data.catalog import load_catalog
@@ -54,20 +55,6 @@ OURS = [
     ("ours: paper objective (MLM + triplet)", "recipes/wines/paper.yaml", []),
     ("ours: paper objective, fp32 (cpu_bf16 off)", "recipes/wines/paper.yaml", ["--cpu_bf16", "false"]),
 ]
-
-
-class StepTimer(TrainerCallback):
-    """Wall time of every optimizer step."""
-
-    def __init__(self) -> None:
-        self.durations: list[float] = []
-        self._started = 0.0
-
-    def on_step_begin(self, args, state, control, **kwargs):
-        self._started = time.perf_counter()
-
-    def on_step_end(self, args, state, control, **kwargs):
-        self.durations.append(time.perf_counter() - self._started)
 
 
 def our_trainer(
