@@ -38,7 +38,9 @@ def cosine_matrix(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         return x @ y.T
 
 
-def _paired_cosine(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+def paired_cosine(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """[N] cosine similarities of matching rows of ``x`` and ``y`` (both [N, H]), in float32; a
+    zero vector has cosine 0 with everything."""
     x = F.normalize(x.float(), dim=-1, eps=1e-12)
     y = F.normalize(y.float(), dim=-1, eps=1e-12)
     return (x * y).sum(dim=-1)
@@ -69,7 +71,7 @@ def paired_distance(x: torch.Tensor, y: torch.Tensor, distance: Distance | str) 
     distance = Distance(distance)
     if distance is Distance.EUCLIDEAN:
         return _safe_euclidean(x.float() - y.float())
-    return cosine_to_distance(_paired_cosine(x, y), distance)
+    return cosine_to_distance(paired_cosine(x, y), distance)
 
 
 def _safe_euclidean(difference: torch.Tensor) -> torch.Tensor:

@@ -5,12 +5,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from metricbert_trainer.base.distances import paired_cosine
 from metricbert_trainer.metricbert.losses.base import InBatchLoss, MinedBatch
-
-
-def paired_cosine(elements: torch.Tensor, left: torch.Tensor, right: torch.Tensor) -> torch.Tensor:
-    """Cosine similarity of ``elements[left[i]]`` and ``elements[right[i]]``, in float32."""
-    return F.cosine_similarity(elements[left].float(), elements[right].float(), dim=-1)
 
 
 class ContrastiveLoss(InBatchLoss):
@@ -51,8 +47,9 @@ class ContrastiveLoss(InBatchLoss):
         }
 
     def anchor_losses(self, batch: MinedBatch) -> torch.Tensor:
-        positive = paired_cosine(batch.elements, batch.anchor_index, batch.positive_index)
-        negative = paired_cosine(batch.elements, batch.anchor_index, batch.negative_index)
+        anchors = batch.elements[batch.anchor_index]
+        positive = paired_cosine(anchors, batch.elements[batch.positive_index])
+        negative = paired_cosine(anchors, batch.elements[batch.negative_index])
         return F.relu(self.positive_margin - positive) + F.relu(negative - self.negative_margin)
 
 

@@ -5,9 +5,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from metricbert_trainer.base.distances import cosine_matrix
+from metricbert_trainer.base.distances import cosine_matrix, paired_cosine
 from metricbert_trainer.metricbert.losses.base import InBatchLoss, MinedBatch
-from metricbert_trainer.metricbert.losses.contrastive import paired_cosine
 from metricbert_trainer.metricbert.losses.mining import Mining
 
 
@@ -65,6 +64,7 @@ class LogisticTripletLoss(InBatchLoss):
     name = "logistic_triplet"
 
     def anchor_losses(self, batch: MinedBatch) -> torch.Tensor:
-        positive = paired_cosine(batch.elements, batch.anchor_index, batch.positive_index)
-        negative = paired_cosine(batch.elements, batch.anchor_index, batch.negative_index)
+        anchors = batch.elements[batch.anchor_index]
+        positive = paired_cosine(anchors, batch.elements[batch.positive_index])
+        negative = paired_cosine(anchors, batch.elements[batch.negative_index])
         return -F.logsigmoid(positive - negative)
