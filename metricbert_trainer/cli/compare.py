@@ -13,10 +13,10 @@ from metricbert_trainer.cli.options import (
     catalog_options,
     encoder_scorer,
     load_cli_catalog,
-    markdown_table,
     metric_label,
     name_and_path,
     report_header,
+    results_table,
     write_json,
 )
 from metricbert_trainer.data.annotations import Annotations, load_annotations
@@ -163,7 +163,7 @@ def run(args: argparse.Namespace) -> int:
 
     output_dir = Path(args.output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
-    table = markdown_table([(row["name"], row["metrics"]) for row in rows], args.ks)
+    table = results_table([(row["name"], row["metrics"]) for row in rows], args.ks)
     print(table)
     (output_dir / "results.md").write_text(table + "\n", encoding="utf-8")
     write_json(output_dir / "results.json", report_header(args, catalog, annotations) | {"results": rows})

@@ -10,10 +10,10 @@ from metricbert_trainer.cli.options import (
     catalog_options,
     encoder_scorer,
     load_cli_catalog,
-    markdown_table,
     model_options,
     name_and_path,
     report_header,
+    results_table,
     write_json,
 )
 from metricbert_trainer.data.annotations import load_annotations
@@ -38,7 +38,7 @@ def run(args: argparse.Namespace) -> int:
     model, tokenizer = load_encoder(path, device=args.device)
     scorer = encoder_scorer(args, model, tokenizer, args.scorer, name, cache_path=args.cache)
     metrics = evaluate_scorer(scorer, catalog, annotations, ks=args.ks)
-    print(markdown_table([(scorer.name, metrics)], args.ks))
+    print(results_table([(scorer.name, metrics)], args.ks))
     if args.output:
         report = report_header(args, catalog, annotations) | {
             "model": path,

@@ -13,6 +13,7 @@ from metricbert_trainer.data.annotations import ON_UNMATCHED, Annotations
 from metricbert_trainer.data.catalog import Catalog, load_catalog
 from metricbert_trainer.evaluation.neighbours import CONCAT, METRIC_INF, mode_label
 from metricbert_trainer.evaluation.scorers import EncoderScorer
+from metricbert_trainer.publishing.markdown import markdown_table
 
 logger = logging.getLogger("metricbert_trainer.cli")
 
@@ -91,17 +92,17 @@ def encoder_scorer(
 HEAD_METRICS = ("map", "ndcg@20")
 
 
-def markdown_table(rows: Sequence[tuple[str, dict[str, float]]], ks: Sequence[int]) -> str:
+def results_table(rows: Sequence[tuple[str, dict[str, float]]], ks: Sequence[int]) -> str:
     """Filtered then raw metrics, then the per-seed MAP and NDCG@20, one row per scorer, to one decimal."""
     names = ["mpr", "mrr", *(f"hr@{k}" for k in ks)]
     headers = [metric_label(name) for name in names] + [f"raw {metric_label(name)}" for name in names]
     headers += [metric_label(name) for name in HEAD_METRICS]
-    lines = ["| Scorer | " + " | ".join(headers) + " |", "|---|" + "---:|" * len(headers)]
+    table = []
     for label, metrics in rows:
         values = [metrics[name] for name in names] + [metrics[f"raw_{name}"] for name in names]
         values += [metrics[name] for name in HEAD_METRICS]
-        lines.append(f"| {cell(label)} | " + " | ".join(f"{value:.1f}" for value in values) + " |")
-    return "\n".join(lines)
+        table.append([label, *(f"{value:.1f}" for value in values)])
+    return markdown_table(["Scorer", *headers], table, align="l" + "r" * len(headers))
 
 
 def load_cli_catalog(args: argparse.Namespace) -> Catalog:
@@ -139,7 +140,3 @@ def write_json(path: Path, content: dict) -> None:
 
 def metric_label(name: str) -> str:
     return name.upper()  # mpr -> MPR, hr@10 -> HR@10
-
-
-def cell(text: str) -> str:
-    return text.replace("|", "\\|")

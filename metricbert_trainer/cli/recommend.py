@@ -6,7 +6,6 @@ import argparse
 
 from metricbert_trainer.cli.options import (
     catalog_options,
-    cell,
     encoder_scorer,
     load_cli_catalog,
     model_options,
@@ -14,6 +13,7 @@ from metricbert_trainer.cli.options import (
 )
 from metricbert_trainer.evaluation.neighbours import mode_label, top_k
 from metricbert_trainer.evaluation.scorers import load_encoder
+from metricbert_trainer.publishing.markdown import markdown_table
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -40,9 +40,11 @@ def run(args: argparse.Namespace) -> int:
     neighbours = top_k(scorer.item_vectors(catalog), scorer.distance, args.top_k, queries=[item])
     titles, ids = catalog.display_titles, catalog.ids
     print(f"Most similar to {titles[item]} (id {ids[item]}), by {mode_label(args.scorer)}:\n")
-    print("| Rank | Id | Title | Distance |\n|---:|---|---|---:|")
-    for rank, (index, distance) in enumerate(
-        zip(neighbours.indices[0], neighbours.distances[0], strict=True), 1
-    ):
-        print(f"| {rank} | {ids[index]} | {cell(titles[index])} | {distance:.4f} |")
+    rows = [
+        (rank, ids[index], titles[index], f"{distance:.4f}")
+        for rank, (index, distance) in enumerate(
+            zip(neighbours.indices[0], neighbours.distances[0], strict=True), 1
+        )
+    ]
+    print(markdown_table(["Rank", "Id", "Title", "Distance"], rows, align="rllr"))
     return 0

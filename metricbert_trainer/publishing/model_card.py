@@ -16,6 +16,8 @@ from pathlib import Path
 
 from huggingface_hub import EvalResult, ModelCardData
 
+from metricbert_trainer.publishing.markdown import markdown_table
+
 CITATION = """@inproceedings{malkiel2022metricbert,
   title     = {MetricBERT: Text Representation Learning via Self-Supervised Triplet Training},
   author    = {Malkiel, Itzik and Ginzburg, Dvir and Barkan, Oren and Caciularu, Avi and Weill, Yoni and Koenigstein, Noam},
@@ -202,8 +204,8 @@ with `MetricBertTrainer` / `accelerate launch recipes/train_wines.py --model_nam
 
 
 def _key_value_table(values: dict[str, object]) -> str:
-    rows = "\n".join(f"| `{name}` | {_cell(value)} |" for name, value in values.items())
-    return f"| setting | value |\n|---|---|\n{rows}\n"
+    rows = [(f"`{name}`", _value(value)) for name, value in values.items()]
+    return markdown_table(["setting", "value"], rows) + "\n"
 
 
 def _loss_table(log_history: list[dict[str, float]]) -> str:
@@ -218,40 +220,33 @@ def _loss_table(log_history: list[dict[str, float]]) -> str:
         last = len(logged) - 1
         logged = [logged[round(i * last / (MAX_LOG_ROWS - 1))] for i in range(MAX_LOG_ROWS)]
     columns = ["loss", *[term for term in loss_terms if any(term in entry for entry in logged)]]
-    header = "| step | epoch | " + " | ".join(columns) + " |\n|---:|---:|" + "---:|" * len(columns) + "\n"
-    rows = "".join(
-        f"| {entry['step']} | {entry.get('epoch', 0):.2f} | "
-        + " | ".join(_number(entry.get(column)) for column in columns)
-        + " |\n"
+    rows = [
+        [entry["step"], f"{entry.get('epoch', 0):.2f}", *(_number(entry.get(column)) for column in columns)]
         for entry in logged
-    )
-    return (
-        "## Training logs\n\nThe loss and each of its terms, as logged during training:\n\n" + header + rows
-    )
+    ]
+    table = markdown_table(["step", "epoch", *columns], rows, align="r" * (len(columns) + 2))
+    return "## Training logs\n\nThe loss and each of its terms, as logged during training:\n\n" + table + "\n"
 
 
 def _evaluation_table(evaluations: list[dict[str, float]], info: ModelCardInfo) -> str:
     if not evaluations:
         return ""
     names = [name for name in RANKING_METRICS if f"eval_{name}" in evaluations[-1]]
-    header = (
-        "| step | epoch | "
-        + " | ".join(RANKING_METRICS[n] for n in names)
-        + " |\n|---:|---:|"
-        + "---:|" * len(names)
-        + "\n"
-    )
-    rows = "".join(
-        f"| {entry.get('step', '')} | {entry.get('epoch', 0):.2f} | "
-        + " | ".join(_number(entry.get(f"eval_{name}")) for name in names)
-        + " |\n"
+    rows = [
+        [
+            entry.get("step", ""),
+            f"{entry.get('epoch', 0):.2f}",
+            *(_number(entry.get(f"eval_{name}")) for name in names),
+        ]
         for entry in evaluations
-    )
+    ]
+    headers = ["step", "epoch", *(RANKING_METRICS[name] for name in names)]
+    table = markdown_table(headers, rows, align="r" * len(headers))
     return (
         f"## Evaluation\n\nRanking of {info.catalog_label or 'the catalog'} against its annotated similar items "
         "(mean percentile rank, mean reciprocal rank and hit rates in %, filtered ranks; higher is better):\n\n"
-        + header
-        + rows
+        + table
+        + "\n"
     )
 
 
@@ -259,9 +254,8 @@ def _number(value: object) -> str:
     return "" if value is None else f"{float(value):.4f}"
 
 
-def _cell(value: object) -> str:
-    text = json.dumps(value) if isinstance(value, (dict, list)) else str(value)
-    return text.replace("|", "\\|")
+def _value(value: object) -> str:
+    return json.dumps(value) if isinstance(value, (dict, list)) else str(value)
 
 
 def _version(distribution: str) -> str:

@@ -26,6 +26,7 @@ from metricbert_trainer.base.modeling import load_masked_lm, resolve_model_name
 from metricbert_trainer.base.weight_ensembling import blend_with_start
 from metricbert_trainer.data.lengths import resolve_max_length
 from metricbert_trainer.metricbert.config import MetricBertConfig
+from metricbert_trainer.publishing.markdown import markdown_table
 from metricbert_trainer.scripts.arguments import DataArguments, ModelArguments, parse_recipe_args
 from metricbert_trainer.scripts.train import TrainingRun, build_ranking_evaluator, load_recipe_catalog, train
 
@@ -251,16 +252,13 @@ def seed_noise(summary: list[dict]) -> dict[str, float]:
     }
 
 
-def markdown_table(summary: list[dict], reference: str | None = None) -> str:
+def summary_table(summary: list[dict], reference: str | None = None) -> str:
     """One row per variant. With a ``reference`` variant, each mean carries its difference from
     the reference, starred where it exceeds the largest seed-to-seed range of the study."""
     noise = seed_noise(summary)
     by_name = {entry["variant"]: entry for entry in summary}
     baseline = by_name.get(reference)
-    lines = [
-        "| variant | seeds | " + " | ".join(metric.upper() for metric in METRICS) + " | what changes |",
-        "|---|---|" + "---|" * len(METRICS) + "---|",
-    ]
+    rows = []
     for entry in summary:
         cells = []
         for metric in METRICS:
@@ -276,8 +274,9 @@ def markdown_table(summary: list[dict], reference: str | None = None) -> str:
                 cell += f" [{difference:+.2f}{star}]"
             cells.append(cell)
         change = ", ".join(f"{key}={value}" for key, value in entry["overrides"].items()) or "-"
-        lines.append(f"| {entry['label']} | {len(entry['seeds'])} | " + " | ".join(cells) + f" | {change} |")
-    return "\n".join(lines)
+        rows.append([entry["label"], len(entry["seeds"]), *cells, change])
+    headers = ["variant", "seeds", *(metric.upper() for metric in METRICS), "what changes"]
+    return markdown_table(headers, rows)
 
 
 SELECTION_SIGNALS = ("lf_score", "lf_t2d_mrr", "lf_start_agreement@10")
@@ -286,10 +285,7 @@ SELECTION_SIGNALS = ("lf_score", "lf_t2d_mrr", "lf_start_agreement@10")
 def selection_table(rows: list[dict], metrics: tuple[str, ...] = ("map", "mpr", "hr@100")) -> str:
     """For every run evaluated more than once: the evaluation each label-free signal picks (its
     maximum) against the start, the last and the best evaluation by the annotations."""
-    lines = [
-        "| run | picked by | step | " + " | ".join(metric.upper() for metric in metrics) + " |",
-        "|---|---|---|" + "---|" * len(metrics),
-    ]
+    table = []
     for row in rows:
         evaluations = [entry for entry in row.get("evaluations", []) if "lf_score" in entry]
         if len(evaluations) < 2:
@@ -303,9 +299,9 @@ def selection_table(rows: list[dict], metrics: tuple[str, ...] = ("map", "mpr", 
             trained = evaluations[1:] if signal == "lf_start_agreement@10" else evaluations
             choices[signal] = max(trained, key=lambda entry: entry[signal])
         for label, entry in choices.items():
-            values = " | ".join(f"{entry[metric]:.2f}" for metric in metrics)
-            lines.append(f"| {row['variant']} (seed {row['seed']}) | {label} | {entry['step']} | {values} |")
-    return "\n".join(lines)
+            values = [f"{entry[metric]:.2f}" for metric in metrics]
+            table.append([f"{row['variant']} (seed {row['seed']})", label, entry["step"], *values])
+    return markdown_table(["run", "picked by", "step", *(metric.upper() for metric in metrics)], table)
 
 
 def study_main(description: str, default_study: Path, default_results: Path) -> None:
@@ -333,7 +329,7 @@ def study_main(description: str, default_study: Path, default_results: Path) -> 
     results_path = Path(options.results)
     if options.report:
         summary = summarise(read_results(results_path), study)
-        print(markdown_table(summary, options.reference))
+        print(summary_table(summary, options.reference))
         if options.selection:
             print("\n" + selection_table(read_results(results_path)))
         if options.json:

@@ -9,11 +9,11 @@ from conftest import REPO_ROOT
 from metricbert_trainer.metricbert.losses import build_loss
 from metricbert_trainer.scripts.study import (
     Study,
-    markdown_table,
     read_results,
     run_study,
     seed_noise,
     summarise,
+    summary_table,
     variant_arguments,
 )
 
@@ -75,7 +75,7 @@ def test_report_averages_seeds_and_stars_differences_beyond_seed_spread(tmp_path
         0.2
     )
     assert seed_noise(summary)["hr@100"] == pytest.approx(1.0)
-    table = markdown_table(summary, reference="full").splitlines()
+    table = summary_table(summary, reference="full").splitlines()
     assert table[2].startswith("| full | 2 | 93.10 (range 0.20) |")
     # other: MPR +0.05 is inside the 0.2 seed range, HR@100 +2.5 is outside the 1.0 range.
     assert "[+0.05]" in table[3] and "[+2.50*]" in table[3] and "distance=cosine" in table[3]
