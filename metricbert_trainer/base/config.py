@@ -47,7 +47,12 @@ class CatalogTrainerConfig(TrainingArguments):
     truncation, MLM masking and its weight. ``MetricBertConfig`` and ``RecoBertConfig`` extend it."""
 
     mlm_weight: float = field(
-        default=0.0, metadata={"help": "Weight of the masked-language-model loss; 0 leaves it out."}
+        default=0.0,
+        metadata={
+            "help": "Weight of the masked-language-model loss (the papers: 1); 0 leaves it out. Default 0: on a "
+            "model without a trained MLM head (all-MiniLM-L6-v2 ships without one) the MLM term dominated the loss "
+            "and hurt rankings (docs/quality.md, docs/recobert.md)."
+        },
     )
     mlm_probability: float = field(
         default=0.0,

@@ -52,13 +52,6 @@ class MetricBertConfig(CatalogTrainerConfig):
     triplet_weight: float = field(
         default=1.0, metadata={"help": "lambda, the weight of the triplet loss (or of the chosen objective)."}
     )
-    mlm_weight: float = field(
-        default=0.0,
-        metadata={
-            "help": "Weight of the MLM loss (the paper: 1). Default 0: on a model without a trained MLM head the "
-            "MLM term dominates and hurt rankings in the quality study (docs/quality.md)."
-        },
-    )
     distance: Distance = field(
         default=Distance.ANGULAR,
         metadata={"help": "Distance of the triplet loss: angular (arccos(cos)/pi), cosine or euclidean."},

@@ -35,17 +35,6 @@ class RecoBertConfig(CatalogTrainerConfig):
     tdm_weight: float = field(
         default=1.0, metadata={"help": "Weight of the title-description matching (TDM) loss."}
     )
-    mlm_weight: float = field(
-        default=0.0,
-        metadata={
-            "help": "Weight of the MLM loss (the paper: 1). Default 0: on a model without a trained MLM head it "
-            "dominated the loss and hurt rankings (docs/recobert.md)."
-        },
-    )
-    mlm_probability: float = field(
-        default=0.0,
-        metadata={"help": "Share of real tokens masked for MLM (BERT's 80/10/10 split; the paper: 0.15)."},
-    )
     negative_probability: float = field(
         default=0.5,
         metadata={"help": "Probability that a training pair gets another item's description (label 0)."},
