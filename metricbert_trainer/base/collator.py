@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 import torch
 from transformers import DataCollatorForLanguageModeling, PreTrainedTokenizerBase
+from transformers.data.data_collator import DataCollatorMixin
 
 # Keys of one field's tensors in a collated batch, e.g. ``title_input_ids``.
 TENSOR_KEYS = ("input_ids", "attention_mask", "token_type_ids", "labels")
@@ -110,3 +112,31 @@ def build_masker(
             "The tokenizer has no mask token, so it cannot be used for MLM; set mlm_probability=0."
         )
     return DataCollatorForLanguageModeling(tokenizer, mlm_probability=mlm_probability)
+
+
+@dataclass
+class CatalogCollator(DataCollatorMixin):
+    """What every collator of catalog items holds and checks: the tokenizer, the text fields, the
+    truncation and padding lengths, MLM masking and the seed of its per-batch draws.
+
+    A subclass writes ``torch_call`` and adds its own fields; checks that would otherwise fail at the
+    first batch, after the model has loaded, happen here when the collator is built.
+    """
+
+    tokenizer: PreTrainedTokenizerBase
+    fields: Sequence[str] = ("title", "description")
+    max_length: int = 128
+    mlm_probability: float = 0.15
+    pad_to_multiple_of: int | None = None
+    seed: int = 0
+    return_tensors: str = "pt"
+    _masker: DataCollatorForLanguageModeling | None = field(default=None, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.pad_to_multiple_of and self.max_length % self.pad_to_multiple_of:
+            # transformers would refuse it at the first batch, after the model has loaded.
+            raise ValueError(
+                f"max_length={self.max_length} is not a multiple of pad_to_multiple_of={self.pad_to_multiple_of}: "
+                "texts truncated to max_length could not be padded to a multiple."
+            )
+        self._masker = build_masker(self.tokenizer, self.mlm_probability)

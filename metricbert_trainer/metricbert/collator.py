@@ -2,18 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import torch
-from transformers import DataCollatorForLanguageModeling, PreTrainedTokenizerBase
-from transformers.data.data_collator import DataCollatorMixin
 
 from metricbert_trainer.base.collator import (
+    CatalogCollator,
     batch_generator,
     batch_slots,
-    build_masker,
     draw_field_pairs,
     field_key,
     never_masked,
@@ -21,7 +18,7 @@ from metricbert_trainer.base.collator import (
 
 
 @dataclass
-class MetricBertCollator(DataCollatorMixin):
+class MetricBertCollator(CatalogCollator):
     """Turns catalog items (dicts with one text per field) into masked, padded encoder inputs.
 
     With two fields, the batch holds both. With more (say title, description, tags), each item
@@ -44,24 +41,9 @@ class MetricBertCollator(DataCollatorMixin):
         >>> batch = collator([{"title": "Rainstorm 2013 Pinot Gris", "description": "Tart and snappy."}])
     """
 
-    tokenizer: PreTrainedTokenizerBase
-    fields: Sequence[str] = ("title", "description")
-    max_length: int = 128
-    mlm_probability: float = 0.15
-    pad_to_multiple_of: int | None = None
-    seed: int = 0
-    return_tensors: str = "pt"
-    _masker: DataCollatorForLanguageModeling | None = field(default=None, init=False, repr=False)
-
     def __post_init__(self) -> None:
-        if self.pad_to_multiple_of and self.max_length % self.pad_to_multiple_of:
-            # transformers would refuse it at the first batch, after the model has loaded.
-            raise ValueError(
-                f"max_length={self.max_length} is not a multiple of pad_to_multiple_of={self.pad_to_multiple_of}: "
-                "texts truncated to max_length could not be padded to a multiple."
-            )
+        super().__post_init__()
         batch_slots(self.fields)  # at least two fields
-        self._masker = build_masker(self.tokenizer, self.mlm_probability)
 
     def torch_call(self, features: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
         batch: dict[str, torch.Tensor] = {}

@@ -115,3 +115,12 @@ def test_mlm_masks_only_field_tokens(tokenizer, wines):
     assert 0.13 < rate < 0.17, rate
     # The segment masks still cover the masked positions: pooling sees the masked inputs.
     assert (batch["title_mask"] | batch["description_mask"])[masked].all()
+
+
+def test_padding_multiple_that_does_not_divide_max_length_is_refused_up_front(tokenizer, wines):
+    # The check every collator inherits from CatalogCollator: transformers would refuse it only at
+    # the first batch, after the model has loaded.
+    with pytest.raises(ValueError, match="max_length=100 is not a multiple of pad_to_multiple_of=8"):
+        RecoBertCollator(tokenizer, max_length=100, pad_to_multiple_of=8)
+    batch = RecoBertCollator(tokenizer, max_length=64, pad_to_multiple_of=8)(wines[:4])
+    assert batch["input_ids"].shape[1] % 8 == 0
