@@ -32,3 +32,28 @@ def test_accelerate_launch_trains_evaluates_and_saves(tmp_path, tiny_model_path)
     AutoModelForMaskedLM.from_pretrained(output_dir)
     AutoModel.from_pretrained(output_dir)
     assert "eval_mpr" in result.stdout + result.stderr
+
+
+# The README's commands and the one training script per method they run, with the config each
+# command defaults to.
+ALIASES = {
+    "recipes/train_wines.py": ("recipes/metricbert/train.py", "recipes/wines/minilm.yaml"),
+    "recipes/train_video_games.py": ("recipes/metricbert/train.py", "recipes/video_games/minilm.yaml"),
+    "recipes/train_catalog.py": ("recipes/metricbert/train.py", "recipes/catalog/minilm.yaml"),
+    "recipes/train_recobert_wines.py": ("recipes/recobert/train.py", "recipes/wines/recobert.yaml"),
+}
+
+
+def _options_help(*command: str) -> str:
+    """``--help`` below the usage paragraph (which names the script): every option and its default."""
+    result = subprocess.run(
+        ["python", *command, "--help"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result.stdout.split("\n\n", 1)[1]
+
+
+@pytest.mark.parametrize("alias", sorted(ALIASES))
+def test_readme_commands_run_the_methods_script_with_their_data_sets_config(alias):
+    script, config = ALIASES[alias]
+    assert _options_help(alias) == _options_help(script, "--config", config)
