@@ -9,6 +9,7 @@ class holds that machinery once; a subclass brings its collator (``build_collato
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 from collections import defaultdict
@@ -35,7 +36,12 @@ from metricbert_trainer.data.annotations import Annotations
 from metricbert_trainer.data.catalog import Catalog
 from metricbert_trainer.data.lengths import resolve_max_length
 from metricbert_trainer.evaluation.evaluator import RankingEvaluator
-from metricbert_trainer.publishing.model_card import ModelCardInfo, render_model_card
+from metricbert_trainer.publishing.model_card import (
+    CardMethod,
+    ModelCardInfo,
+    render_model_card,
+    usage_examples,
+)
 from metricbert_trainer.publishing.plots import plot_loss_terms
 from metricbert_trainer.publishing.sentence_transformers_files import write_sentence_transformers_files
 
@@ -71,8 +77,13 @@ class CatalogTrainer(Trainer):
     # read mean-pooled field vectors, which is how this trainer's models rank.
     label_free_selection = False
 
-    # How the model card introduces the model (a subclass names its method and paper).
-    card_method = "A text encoder trained on a catalog"
+    # What the model card says about the method (a subclass names its own, with its paper).
+    card_method = CardMethod(
+        name="A text encoder trained on a catalog",
+        goal="so that items whose {fields} are alike embed close together",
+        inference="Items are embedded by mean pooling the last layer and recommended by distance.",
+        trainer="CatalogTrainer",
+    )
 
     # compute_loss returns the mean over one micro-batch; the base class divides it by the number
     # of accumulation steps, so N micro-batches of B items train like one batch of N*B.
@@ -95,6 +106,12 @@ class CatalogTrainer(Trainer):
         # The names of an item's two texts in a batch (collator.batch_slots).
         self.batch_fields = batch_slots(self.fields)
         self.model_card_info = model_card_info or ModelCardInfo(text_fields=self.fields)
+        first_item = next(iter(train_dataset), None) if train_dataset is not None else None
+        if not self.model_card_info.examples and first_item is not None:
+            # The card's usage snippets encode a real item of the catalog the model was trained on.
+            self.model_card_info = dataclasses.replace(
+                self.model_card_info, examples=usage_examples(first_item, self.fields)
+            )
         if args.mlm_weight == 0:
             freeze_mlm_head(model)
         if args.max_length is None:

@@ -18,6 +18,7 @@ from metricbert_trainer.metricbert.guide import StartingModelGuide
 from metricbert_trainer.metricbert.losses import build_loss, embedding_spread
 from metricbert_trainer.metricbert.losses.distillation import relational_distillation
 from metricbert_trainer.metricbert.mlm_warmup import MlmHeadWarmup, warm_up_mlm_head
+from metricbert_trainer.publishing.model_card import CardMethod
 
 logger = logging.getLogger(__name__)
 
@@ -39,7 +40,20 @@ class MetricBertTrainer(CatalogTrainer):
 
     _tag_names = ["metricbert", "sentence-similarity", "metric-learning"]
     label_free_selection = True
-    card_method = "A MetricBERT encoder (Malkiel, Ginzburg et al., *MetricBERT*, ICASSP 2022)"
+    card_method = CardMethod(
+        name="A MetricBERT encoder (Malkiel, Ginzburg et al., *MetricBERT*, ICASSP 2022)",
+        goal="so that items whose {fields} are alike embed close together",
+        inference="Items are embedded by mean pooling the last layer and recommended by distance: MetricBERT's "
+        "Metric_Inf sums the angular distances of the two fields, a single text is compared by cosine.",
+        trainer="MetricBertTrainer",
+        script="recipes/metricbert/train.py",
+        citation="""@inproceedings{malkiel2022metricbert,
+  title     = {MetricBERT: Text Representation Learning via Self-Supervised Triplet Training},
+  author    = {Malkiel, Itzik and Ginzburg, Dvir and Barkan, Oren and Caciularu, Avi and Weill, Yoni and Koenigstein, Noam},
+  booktitle = {ICASSP 2022 - 2022 IEEE International Conference on Acoustics, Speech and Signal Processing (ICASSP)},
+  year      = {2022}
+}""",
+    )
 
     def __init__(self, model: PreTrainedModel, args: MetricBertConfig, *positional, **kwargs) -> None:
         """Takes ``CatalogTrainer``'s arguments (``train_dataset``, ``processing_class``, ``fields``,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -18,12 +19,6 @@ from huggingface_hub import EvalResult, ModelCardData
 
 from metricbert_trainer.publishing.markdown import markdown_table
 
-CITATION = """@inproceedings{malkiel2022metricbert,
-  title     = {MetricBERT: Text Representation Learning via Self-Supervised Triplet Training},
-  author    = {Malkiel, Itzik and Ginzburg, Dvir and Barkan, Oren and Caciularu, Avi and Weill, Yoni and Koenigstein, Noam},
-  booktitle = {ICASSP 2022 - 2022 IEEE International Conference on Acoustics, Speech and Signal Processing (ICASSP)},
-  year      = {2022}
-}"""
 RANKING_METRICS = {
     "mpr": "MPR",
     "mrr": "MRR",
@@ -44,6 +39,24 @@ FRAMEWORKS = (
 LOGGED_STATISTICS = ("negative_closer_rate", "embedding_spread")
 # At most this many rows of the logged-loss table; longer runs are sampled evenly.
 MAX_LOG_ROWS = 20
+# Usage examples longer than this are cut at a word boundary: a snippet, not the whole text.
+EXAMPLE_CHARACTERS = 120
+
+
+@dataclass(frozen=True)
+class CardMethod:
+    """What a model card says about the method that trained the model; each trainer holds its own
+    (``card_method``), so a card cites and describes the right paper.
+
+    ``goal`` and ``inference`` may name ``{fields}``, the catalog's text fields joined by "and".
+    """
+
+    name: str  # opens the card: what was trained, with its paper
+    goal: str  # what the training makes the model do
+    inference: str  # how the trained model recommends
+    trainer: str  # the class that trains it further
+    script: str | None = None  # the recipe that trains it further
+    citation: str | None = None  # BibTeX of the paper
 
 
 @dataclass
@@ -62,6 +75,8 @@ class ModelCardInfo:
     license: str | None = None
     language: str | None = "en"
     tags: list[str] = field(default_factory=list)
+    # Texts for the card's usage snippets, drawn from the training data (``usage_examples``).
+    examples: tuple[str, ...] = ()
 
     @property
     def hub_base_model(self) -> str | None:
@@ -82,20 +97,32 @@ def is_local_path(value: object) -> bool:
     return os.path.isabs(value) or value.startswith((".", "~")) or os.path.exists(value)
 
 
+def usage_examples(item: Mapping[str, object], fields: Sequence[str]) -> tuple[str, ...]:
+    """An item's texts for the usage snippets, each cut to about ``EXAMPLE_CHARACTERS``."""
+    examples = []
+    for name in fields:
+        text = " ".join(str(item.get(name, "")).split())
+        if len(text) > EXAMPLE_CHARACTERS:
+            text = text[:EXAMPLE_CHARACTERS].rsplit(" ", 1)[0] + " ..."
+        if text:
+            examples.append(text)
+    return tuple(examples)
+
+
 def render_model_card(
     *,
     info: ModelCardInfo,
     model_name: str,
-    method: str,
+    method: CardMethod,
     repo_id: str | None,
     objective_section: str,
     hyperparameters: dict[str, object],
     log_history: list[dict[str, float]],
     trainer_tags: list[str],
 ) -> str:
-    """The card's markdown, YAML metadata first. ``method`` opens the summary (what was trained,
-    with its paper); ``repo_id`` (the Hub id the model is pushed to,
-    if any) goes into the usage snippets; otherwise they load the folder by ``model_name``."""
+    """The card's markdown, YAML metadata first. ``method`` opens the summary and supplies the
+    citation; ``repo_id`` (the Hub id the model is pushed to, if any) goes into the usage snippets,
+    which otherwise load the folder by ``model_name``, and encode ``info.examples``."""
     # The recipe's final evaluation repeats the last one when training ended on an evaluation step.
     evaluations = list({entry.get("step"): entry for entry in log_history if "eval_mpr" in entry}.values())
     data = ModelCardData(
@@ -114,13 +141,13 @@ def render_model_card(
         f"---\n{data.to_yaml()}\n---\n",
         f"# {model_name}\n",
         _summary(info, method),
-        _usage(repo_id or model_name),
+        _usage(repo_id or model_name, info.examples, method),
         objective_section,
         "## Training hyperparameters\n\n" + _key_value_table(hyperparameters),
         _loss_table(log_history),
         _evaluation_table(evaluations, info),
         "## Framework versions\n\n" + "\n".join(f"- {name}: {_version(name)}" for name in FRAMEWORKS) + "\n",
-        f"## Citation\n\n```bibtex\n{CITATION}\n```\n",
+        f"## Citation\n\n```bibtex\n{method.citation}\n```\n" if method.citation else "",
     ]
     return "\n".join(section for section in sections if section)
 
@@ -153,7 +180,7 @@ def _eval_results(final: dict[str, float], info: ModelCardInfo) -> list[EvalResu
     ]
 
 
-def _summary(info: ModelCardInfo, method: str) -> str:
+def _summary(info: ModelCardInfo, method: CardMethod) -> str:
     start = (
         f"[{info.hub_base_model}](https://huggingface.co/{info.hub_base_model})"
         if info.hub_base_model
@@ -162,15 +189,25 @@ def _summary(info: ModelCardInfo, method: str) -> str:
     catalog = info.catalog_label or "a catalog"
     size = f" ({info.catalog_items:,} items)" if info.catalog_items else ""
     fields = " and ".join(info.text_fields)
+    goal = method.goal.format(fields=fields)
+    inference = method.inference.format(fields=fields)
     return (
-        f"{method}: {start} fine-tuned without labels on {catalog}{size}, so that items whose "
-        f"{fields} are alike embed close together. Items are embedded by mean pooling the last "
-        "layer and recommended by distance: MetricBERT's Metric_Inf sums the angular distances of "
-        "the two fields, a single text is compared by cosine. Trained with metricbert-trainer.\n"
+        f"{method.name}: {start} fine-tuned without labels on {catalog}{size}, {goal}. {inference} "
+        "Trained with metricbert-trainer.\n"
     )
 
 
-def _usage(model_id: str) -> str:
+# What the snippets encode when the card was written without training data.
+PLACEHOLDER_EXAMPLES = ("The title of an item", "The description of an item")
+
+
+def _usage(model_id: str, examples: Sequence[str], method: CardMethod) -> str:
+    # JSON strings are Python string literals too, whatever quotes or backslashes the text holds.
+    literals = [json.dumps(text, ensure_ascii=False) for text in (examples or PLACEHOLDER_EXAMPLES)]
+    texts, first = ", ".join(literals), literals[0]
+    further = f"`{method.trainer}`" + (
+        f" / `accelerate launch {method.script} --model_name_or_path {model_id}`" if method.script else ""
+    )
     return f'''## Usage
 
 With sentence-transformers:
@@ -179,7 +216,7 @@ With sentence-transformers:
 from sentence_transformers import SentenceTransformer
 
 model = SentenceTransformer("{model_id}")
-embeddings = model.encode(["Rainstorm 2013 Pinot Gris (Willamette Valley)", "Tart and snappy, lime flesh and rind."])
+embeddings = model.encode([{texts}])
 print(model.similarity(embeddings, embeddings))
 ```
 
@@ -191,7 +228,7 @@ from transformers import AutoModel, AutoTokenizer
 
 tokenizer = AutoTokenizer.from_pretrained("{model_id}")
 model = AutoModel.from_pretrained("{model_id}")
-batch = tokenizer(["Rainstorm 2013 Pinot Gris (Willamette Valley)"], padding=True, truncation=True, return_tensors="pt")
+batch = tokenizer([{first}], padding=True, truncation=True, return_tensors="pt")
 with torch.no_grad():
     hidden = model(**batch).last_hidden_state
 mask = batch["attention_mask"].unsqueeze(-1).float()
@@ -199,7 +236,7 @@ embeddings = (hidden * mask).sum(1) / mask.sum(1)
 ```
 
 To train further (the checkpoint keeps its MLM head), load it with `AutoModelForMaskedLM`, or
-with `MetricBertTrainer` / `accelerate launch recipes/train_wines.py --model_name_or_path {model_id}`.
+with {further}.
 '''
 
 

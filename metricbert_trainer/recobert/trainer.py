@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from metricbert_trainer.base.trainer import CatalogTrainer
+from metricbert_trainer.publishing.model_card import CardMethod
 from metricbert_trainer.recobert.collator import RecoBertCollator
 from metricbert_trainer.recobert.config import RecoBertConfig
 from metricbert_trainer.recobert.forward import enable_pair_forward
@@ -23,7 +24,22 @@ class RecoBertTrainer(CatalogTrainer):
     """
 
     _tag_names = ["recobert", "metricbert", "sentence-similarity"]
-    card_method = "A RecoBERT title-description model (Malkiel et al., *RecoBERT*, Findings of EMNLP 2020)"
+    card_method = CardMethod(
+        name="A RecoBERT title-description model (Malkiel et al., *RecoBERT*, Findings of EMNLP 2020)",
+        goal="to score whether the {fields} of a pair belong to the same item",
+        inference="Each field is embedded by mean pooling its tokens of the last layer; RecoBERT's inference "
+        "ranks candidates by four z-normalised scores, the cosines of the descriptions and of the titles and "
+        "the title-description matching score both ways (`metricbert_trainer.recobert.RecoBertScorer`). The "
+        "snippets below give the mean-pooled vectors the two cosines compare.",
+        trainer="RecoBertTrainer",
+        script="recipes/recobert/train.py",
+        citation="""@inproceedings{malkiel2020recobert,
+  title     = {RecoBERT: A Catalog Language Model for Text-Based Recommendations},
+  author    = {Malkiel, Itzik and Barkan, Oren and Caciularu, Avi and Razin, Noam and Katz, Ori and Koenigstein, Noam},
+  booktitle = {Findings of the Association for Computational Linguistics: EMNLP 2020},
+  year      = {2020}
+}""",
+    )
 
     def __init__(self, model, args: RecoBertConfig, *positional, **kwargs) -> None:
         enable_pair_forward(model)

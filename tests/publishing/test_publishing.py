@@ -22,7 +22,9 @@ from metricbert_trainer.base.modeling import load_masked_lm
 from metricbert_trainer.cli import main as cli_main
 from metricbert_trainer.evaluation.encoding import encode_texts
 from metricbert_trainer.metricbert.config import MetricBertConfig
-from metricbert_trainer.publishing.model_card import ModelCardInfo, render_model_card
+from metricbert_trainer.metricbert.trainer import MetricBertTrainer
+from metricbert_trainer.publishing.model_card import ModelCardInfo, render_model_card, usage_examples
+from metricbert_trainer.recobert import RecoBertTrainer
 from metricbert_trainer.scripts.train import main as recipe_main
 
 FAKE_TOKEN = "hf_fakeTokenForTests0123456789"
@@ -129,22 +131,63 @@ def test_card_metadata_parses_back_and_is_complete(published):
     assert '"margin": 0.1' in body and "| `learning_rate` | 2e-05 |" in body
     assert "| 4 | 1.00 |" in body  # the last logged step in the loss table
     assert "malkiel2022metricbert" in body
+    # The usage snippets encode the first training item, not a hard-coded text.
+    assert 'model.encode(["Nicosia 2013 Vulkà Bianco (Etna)", "Aromas include tropical fruit' in body
 
 
-def test_card_names_a_hub_base_model():
-    card = render_model_card(
-        info=ModelCardInfo(base_model="sentence-transformers/all-MiniLM-L6-v2", catalog="/data/items.csv"),
+def _untrained_card(trainer, info: ModelCardInfo) -> str:
+    """The card ``trainer`` writes for a model named demo, before any training step or evaluation."""
+    return render_model_card(
+        info=info,
         model_name="demo",
-        method="A MetricBERT encoder",
+        method=trainer.card_method,
         repo_id=None,
         objective_section="",
         hyperparameters={},
         log_history=[],
-        trainer_tags=["metricbert"],
+        trainer_tags=list(trainer._tag_names),
     )
+
+
+def test_card_names_a_hub_base_model():
+    info = ModelCardInfo(base_model="sentence-transformers/all-MiniLM-L6-v2", catalog="/data/items.csv")
+    card = _untrained_card(MetricBertTrainer, info)
     data = ModelCard(card).data
     assert data.base_model == "sentence-transformers/all-MiniLM-L6-v2" and data.datasets == ["items.csv"]
     assert "/data/" not in card and "model-index" not in card  # no evaluation ran
+
+
+@pytest.mark.parametrize(
+    ("trainer", "own", "others"),
+    [
+        (MetricBertTrainer, ("malkiel2022metricbert", "Metric_Inf"), ("malkiel2020recobert",)),
+        (
+            RecoBertTrainer,
+            ("malkiel2020recobert", "four z-normalised scores"),
+            ("malkiel2022metricbert", "Metric_Inf"),
+        ),
+    ],
+)
+def test_each_trainers_card_cites_and_describes_its_own_method(trainer, own, others):
+    examples = ('Nicosia 2013 Vulkà Bianco  (Etna) "rare"', "Aromas include tropical fruit.")
+    card = _untrained_card(trainer, ModelCardInfo(examples=examples))
+    assert all(text in card for text in own) and not any(text in card for text in others)
+    assert f"`{trainer.__name__}`" in card and trainer.card_method.script in card
+    # The usage snippets encode the examples, as valid Python, and no hard-coded catalog's text.
+    snippet = card.split("```python\n")[1].split("```")[0]
+    assert (
+        'model.encode(["Nicosia 2013 Vulkà Bianco  (Etna) \\"rare\\"", "Aromas include tropical fruit."])'
+        in snippet
+    )
+    compile(snippet, "usage", "exec")
+    assert "Rainstorm" not in card
+
+
+def test_usage_examples_are_an_items_texts_cut_to_a_snippet():
+    item = {"title": "Rainstorm  2013 Pinot Gris", "description": "Tart and snappy. " * 20, "id": 7}
+    title, description = usage_examples(item, ("title", "description"))
+    assert title == "Rainstorm 2013 Pinot Gris"
+    assert description.endswith(" ...") and len(description) <= 124 and "  " not in description
 
 
 def test_no_local_path_or_token_in_any_published_file(published):

@@ -82,6 +82,9 @@ def test_matching_loss_falls_terms_are_logged_and_the_card_records_the_objective
     trainer.create_model_card(model_name="tiny-recobert")
     card = (tmp_path / "out" / "README.md").read_text()
     assert "## RecoBERT objective" in card
+    # RecoBERT's paper and inference, and a snippet encoding the first training item.
+    assert "malkiel2020recobert" in card and "malkiel2022metricbert" not in card and "Metric_Inf" not in card
+    assert json.dumps(" ".join(wine_items[0]["title"].split()), ensure_ascii=False) in card
     recorded = json.loads(card.split("```json\n")[-1].split("```")[0])
     assert recorded == json.loads(json.dumps(args.loss_config()))
     AutoModel.from_pretrained(args.output_dir)
