@@ -54,7 +54,7 @@ def full_matrix_top_k(vectors: dict[str, np.ndarray], k: int) -> np.ndarray:
 
 
 def run_synthetic(method: str, items: int, dim: int, views: int, k: int) -> dict:
-    from metricbert_trainer.ranking import top_k
+    from metricbert_trainer.evaluation.neighbours import top_k
 
     vectors = random_views(items, dim, views)
     before = peak_rss_gib()
@@ -69,12 +69,12 @@ def run_synthetic(method: str, items: int, dim: int, views: int, k: int) -> dict
 def run_wines(task: str, model_path: str, catalog_path: str, annotations_path: str, batch_size: int) -> dict:
     import torch
 
-    from metricbert_trainer.annotations import load_annotations
-    from metricbert_trainer.baselines import load_encoder
-    from metricbert_trainer.catalog import load_catalog
-    from metricbert_trainer.encoding import encode_catalog, encode_texts
-    from metricbert_trainer.evaluation import evaluate_vectors
-    from metricbert_trainer.ranking import top_k
+    from metricbert_trainer.data.annotations import load_annotations
+    from metricbert_trainer.data.catalog import load_catalog
+    from metricbert_trainer.evaluation.encoding import encode_catalog, encode_texts
+    from metricbert_trainer.evaluation.evaluator import evaluate_vectors
+    from metricbert_trainer.evaluation.neighbours import top_k
+    from metricbert_trainer.evaluation.scorers import load_encoder
 
     catalog = load_catalog(catalog_path)
     model, tokenizer = load_encoder(model_path, device="cpu")

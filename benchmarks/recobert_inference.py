@@ -30,10 +30,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from metricbert_trainer.annotations import Annotations, load_annotations
-from metricbert_trainer.baselines import load_encoder
-from metricbert_trainer.catalog import load_catalog
-from metricbert_trainer.evaluation import evaluate_distance_rows
+from metricbert_trainer.data.annotations import Annotations, load_annotations
+from metricbert_trainer.data.catalog import load_catalog
+from metricbert_trainer.evaluation.evaluator import evaluate_distance_rows
+from metricbert_trainer.evaluation.scorers import load_encoder
 from metricbert_trainer.recobert import FourScores, PairEncoder, RecoBertScorer
 
 REPO_ROOT = Path(__file__).resolve().parents[1]

@@ -14,16 +14,16 @@ import argparse
 import json
 import statistics
 import tempfile
-import time
 from pathlib import Path
 
 import torch
 from datasets import Dataset
-from transformers import AutoTokenizer, BertConfig, BertForMaskedLM, TrainerCallback
+from step_timer import StepTimer
+from transformers import AutoTokenizer, BertConfig, BertForMaskedLM
 
-from metricbert_trainer.config import MetricBertConfig
-from metricbert_trainer.modeling import resolve_model_name
-from metricbert_trainer.trainer import MetricBertTrainer
+from metricbert_trainer.base.modeling import resolve_model_name
+from metricbert_trainer.metricbert.config import MetricBertConfig
+from metricbert_trainer.metricbert.trainer import MetricBertTrainer
 
 MODEL_SIZES = {
     # BERT-Large (bert-large-uncased's shape).
@@ -37,27 +37,6 @@ WORDS = (
     "ripe black cherry plum tannins oak vanilla acidity crisp citrus mineral finish spice "
     "earthy structured velvety aromas palate berry herbal smoky bright"
 ).split()
-
-
-class StepTimer(TrainerCallback):
-    """Wall time of every optimizer step, synchronised with the GPU at both ends."""
-
-    def __init__(self) -> None:
-        self.durations: list[float] = []
-        self._started = 0.0
-
-    def on_step_begin(self, args, state, control, **kwargs):
-        _synchronise()
-        self._started = time.perf_counter()
-
-    def on_step_end(self, args, state, control, **kwargs):
-        _synchronise()
-        self.durations.append(time.perf_counter() - self._started)
-
-
-def _synchronise() -> None:
-    if torch.cuda.is_available():
-        torch.cuda.synchronize()
 
 
 def synthetic_items(count: int, words_per_text: int) -> Dataset:

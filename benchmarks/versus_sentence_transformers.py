@@ -29,14 +29,15 @@ from collections.abc import Callable
 
 import torch
 from datasets import Dataset
-from transformers import AutoTokenizer, TrainerCallback
+from step_timer import StepTimer
+from transformers import AutoTokenizer
 
-from metricbert_trainer.arguments import parse_recipe_args
-from metricbert_trainer.catalog import load_catalog
-from metricbert_trainer.config import DataArguments, MetricBertConfig, ModelArguments
-from metricbert_trainer.encoding import encode_texts
-from metricbert_trainer.modeling import DEFAULT_MODEL, load_masked_lm, resolve_model_name
-from metricbert_trainer.trainer import MetricBertTrainer
+from metricbert_trainer.base.modeling import DEFAULT_MODEL, load_masked_lm, resolve_model_name
+from metricbert_trainer.data.catalog import load_catalog
+from metricbert_trainer.evaluation.encoding import encode_texts
+from metricbert_trainer.metricbert.config import MetricBertConfig
+from metricbert_trainer.metricbert.trainer import MetricBertTrainer
+from metricbert_trainer.scripts.arguments import DataArguments, ModelArguments, parse_recipe_args
 
 CATALOG = "data/wines/winemag-sample-5811.csv"
 MNRL = "sentence-transformers: MultipleNegativesRankingLoss"
@@ -54,20 +55,6 @@ OURS = [
     ("ours: paper objective (MLM + triplet)", "recipes/wines/paper.yaml", []),
     ("ours: paper objective, fp32 (cpu_bf16 off)", "recipes/wines/paper.yaml", ["--cpu_bf16", "false"]),
 ]
-
-
-class StepTimer(TrainerCallback):
-    """Wall time of every optimizer step."""
-
-    def __init__(self) -> None:
-        self.durations: list[float] = []
-        self._started = 0.0
-
-    def on_step_begin(self, args, state, control, **kwargs):
-        self._started = time.perf_counter()
-
-    def on_step_end(self, args, state, control, **kwargs):
-        self.durations.append(time.perf_counter() - self._started)
 
 
 def our_trainer(

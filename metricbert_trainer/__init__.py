@@ -1,10 +1,12 @@
 """metricbert-trainer: Hugging Face Trainer recipes for MetricBERT (Malkiel, Ginzburg et al., ICASSP 2022)."""
 
-from .catalog import Catalog, CatalogError, load_catalog
-from .collator import MetricBertCollator
-from .config import DataArguments, MetricBertConfig, ModelArguments
-from .distances import Distance, paired_distance, pairwise_distance
-from .losses import (
+from metricbert_trainer.base.distances import Distance, paired_distance, pairwise_distance
+from metricbert_trainer.base.modeling import load_masked_lm
+from metricbert_trainer.data.catalog import Catalog, CatalogError, load_catalog
+from metricbert_trainer.metricbert.collator import MetricBertCollator
+from metricbert_trainer.metricbert.config import MetricBertConfig
+from metricbert_trainer.metricbert.forward import PoolingInput, enable_metric_forward
+from metricbert_trainer.metricbert.losses import (
     ContrastiveLoss,
     CosineLoss,
     LogisticTripletLoss,
@@ -13,9 +15,9 @@ from .losses import (
     TripletLoss,
     build_loss,
 )
-from .mining import Anchors, Mining, NegativePool
-from .modeling import PoolingInput, enable_metric_forward, load_masked_lm
-from .trainer import MetricBertTrainer
+from metricbert_trainer.metricbert.losses.mining import Anchors, Mining, NegativePool
+from metricbert_trainer.metricbert.trainer import MetricBertTrainer
+from metricbert_trainer.scripts.arguments import DataArguments, ModelArguments
 
 __version__ = "0.1.0"
 

@@ -10,7 +10,7 @@ Metric_Inf against the proxy annotations; docs/ablation.md discusses the results
 
 from pathlib import Path
 
-from metricbert_trainer.study import study_main
+from metricbert_trainer.scripts.study import study_main
 
 if __name__ == "__main__":
     study_main(

@@ -4,12 +4,12 @@
     python recipes/study_wines.py --only random_other_field --seeds 42 7
     python recipes/study_wines.py --report                  # the table of docs/quality.md
 
-Each run appends one JSON line to docs/quality_results.jsonl (see metricbert_trainer.study).
+Each run appends one JSON line to docs/quality_results.jsonl (see metricbert_trainer.scripts.study).
 """
 
 from pathlib import Path
 
-from metricbert_trainer.study import study_main
+from metricbert_trainer.scripts.study import study_main
 
 if __name__ == "__main__":
     study_main(__doc__, Path(__file__).parent / "wines" / "study.yaml", Path("docs/quality_results.jsonl"))

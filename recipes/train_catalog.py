@@ -1,4 +1,5 @@
-"""Train MetricBERT on any catalog of items with two or more text fields.
+"""The README's command for any catalog of items with two or more text fields: the MetricBERT script
+(recipes/metricbert/train.py) with recipes/catalog/minilm.yaml as its default config.
 
     accelerate launch recipes/train_catalog.py --catalog items.csv                # columns id, title, description
     accelerate launch recipes/train_catalog.py --catalog items.parquet --title-column name \
@@ -8,14 +9,15 @@
     accelerate launch recipes/train_catalog.py --catalog items.jsonl --config my_recipe.yaml
 
 Files may be CSV, TSV, JSONL or Parquet; --dataset loads a Hugging Face dataset (a Hub id or a
-local folder of data files). The defaults are the default recipe's (recipes/catalog/minilm.yaml).
+local folder of data files).
 """
 
+import runpy
+import sys
 from pathlib import Path
 
-from metricbert_trainer.recipe import run_recipe
-
-DEFAULT_CONFIG = Path(__file__).parent / "catalog" / "minilm.yaml"
+RECIPES = Path(__file__).parent
 
 if __name__ == "__main__":
-    run_recipe(DEFAULT_CONFIG)
+    sys.argv[1:1] = ["--config", str(RECIPES / "catalog" / "minilm.yaml")]  # a --config given later wins
+    runpy.run_path(str(RECIPES / "metricbert" / "train.py"), run_name="__main__")

@@ -1,18 +1,15 @@
-"""Train RecoBERT (the title-description model) on the Wine Enthusiast sample shipped in data/wines.
+"""The README's command for RecoBERT on the Wine Enthusiast sample: the RecoBERT script
+(recipes/recobert/train.py), whose default config is recipes/wines/recobert.yaml.
 
-    accelerate launch recipes/train_recobert_wines.py                        # the paper's objective
-    accelerate launch recipes/train_recobert_wines.py --mlm_weight 0 --mlm_probability 0
+    accelerate launch recipes/train_recobert_wines.py                        # the default recipe
+    accelerate launch recipes/train_recobert_wines.py --config recipes/wines/recobert_paper.yaml
     accelerate launch recipes/train_recobert_wines.py --rerank_top_k 0       # full cross-pair evaluation
 
 Run from the repository root (the configs name data paths relative to it).
 """
 
+import runpy
 from pathlib import Path
 
-from metricbert_trainer.recipe import run_recipe
-from metricbert_trainer.recobert import RecoBertConfig
-
-DEFAULT_CONFIG = Path(__file__).parent / "wines" / "recobert.yaml"
-
 if __name__ == "__main__":
-    run_recipe(DEFAULT_CONFIG, config_class=RecoBertConfig)
+    runpy.run_path(str(Path(__file__).parent / "recobert" / "train.py"), run_name="__main__")

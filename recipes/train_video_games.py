@@ -1,5 +1,6 @@
-"""Train MetricBERT on the video-games benchmark (title + "Gameplay" section of 21,935 Wikipedia
-articles), evaluated against the 90-seed expert annotations in data/video_games.
+"""The README's command for the video-games benchmark (title + "Gameplay" section of 21,935
+Wikipedia articles, 90-seed expert annotations in data/video_games): the MetricBERT script
+(recipes/metricbert/train.py) with recipes/video_games/minilm.yaml as its default config.
 
     accelerate launch recipes/train_video_games.py --catalog path/to/video_games.txt
     accelerate launch recipes/train_video_games.py --catalog path/to/video_games.txt --sections Gameplay Synopsis
@@ -9,11 +10,12 @@ The catalog is a CSV with the columns title and sections (a Python-literal list 
 repository root (the config names the annotations relative to it).
 """
 
+import runpy
+import sys
 from pathlib import Path
 
-from metricbert_trainer.recipe import run_recipe
-
-DEFAULT_CONFIG = Path(__file__).parent / "video_games" / "minilm.yaml"
+RECIPES = Path(__file__).parent
 
 if __name__ == "__main__":
-    run_recipe(DEFAULT_CONFIG)
+    sys.argv[1:1] = ["--config", str(RECIPES / "video_games" / "minilm.yaml")]  # a --config given later wins
+    runpy.run_path(str(RECIPES / "metricbert" / "train.py"), run_name="__main__")

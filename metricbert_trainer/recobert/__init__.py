@@ -1,12 +1,17 @@
 """RecoBERT (Malkiel et al., Findings of EMNLP 2020): title-description matching and its four-score
 inference, trained on the same ``CatalogTrainer`` machinery as MetricBERT."""
 
-from .collator import RecoBertCollator
-from .config import SCORE_NAMES, RecoBertConfig
-from .inference import FourScores, PairEncoder, RecoBertRankingEvaluator, RecoBertScorer
-from .pairs import encode_pairs
-from .scores import tdm_loss, tdm_score, z_normalise
-from .trainer import RecoBertTrainer
+from metricbert_trainer.recobert.collator import RecoBertCollator
+from metricbert_trainer.recobert.config import SCORE_NAMES, RecoBertConfig
+from metricbert_trainer.recobert.inference import (
+    FourScores,
+    PairEncoder,
+    RecoBertRankingEvaluator,
+    RecoBertScorer,
+)
+from metricbert_trainer.recobert.pairs import encode_pairs
+from metricbert_trainer.recobert.scores import tdm_loss, tdm_score, z_normalise
+from metricbert_trainer.recobert.trainer import RecoBertTrainer
 
 __all__ = [
     "SCORE_NAMES",

@@ -2,20 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from transformers import DataCollatorForLanguageModeling, PreTrainedTokenizerBase
-from transformers.data.data_collator import DataCollatorMixin
 
-from ..collator import batch_generator, build_masker
-from .pairs import encode_pairs
+from metricbert_trainer.base.collator import CatalogCollator, batch_generator
+from metricbert_trainer.recobert.pairs import encode_pairs
 
 
 @dataclass
-class RecoBertCollator(DataCollatorMixin):
+class RecoBertCollator(CatalogCollator):
     """Turns catalog items into RecoBERT's title-description matching examples.
 
     Row ``i`` pairs item ``i``'s title with its own description (``tdm_labels[i] = 1``) or, with
@@ -26,29 +23,23 @@ class RecoBertCollator(DataCollatorMixin):
     Each pair is one joint input (``recobert.pairs.encode_pairs``) with ``title_mask`` and
     ``description_mask`` over its two segments; ``mlm_probability`` of its real tokens are masked
     with BERT's 80/10/10 recipe (``labels``, -100 elsewhere). Partners and masks are drawn from
-    ``collator.batch_generator(seed, texts)``, so a resumed run draws what the uninterrupted run drew.
+    ``base.collator.batch_generator(seed, texts)``, so a resumed run draws what the uninterrupted run drew.
 
     Example:
         >>> collator = RecoBertCollator(tokenizer)
         >>> batch = collator(items)  # input_ids, ..., title_mask, description_mask, labels, tdm_labels
     """
 
-    tokenizer: PreTrainedTokenizerBase
-    fields: Sequence[str] = ("title", "description")
     max_length: int = 256
-    mlm_probability: float = 0.15
-    negative_probability: float = 0.5
-    pad_to_multiple_of: int | None = None
-    seed: int = 0
-    return_tensors: str = "pt"
-    _masker: DataCollatorForLanguageModeling | None = field(default=None, init=False, repr=False)
+    # Keyword-only: as a field of the subclass it comes after the base class's fields.
+    negative_probability: float = field(default=0.5, kw_only=True)
 
     def __post_init__(self) -> None:
         if len(self.fields) != 2:
             raise ValueError(f"RecoBERT pairs exactly two fields (title, description); got {self.fields}.")
         if not 0.0 <= self.negative_probability <= 1.0:
             raise ValueError(f"negative_probability must be in [0, 1]; got {self.negative_probability}.")
-        self._masker = build_masker(self.tokenizer, self.mlm_probability)
+        super().__post_init__()
 
     def torch_call(self, features: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
         title_field, description_field = self.fields

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..config import CatalogTrainingArguments
+from metricbert_trainer.base.config import CatalogTrainerConfig
 
 # lambda_1..lambda_4 of the four inference scores, in this order.
 SCORE_NAMES = ("cos_description", "cos_title", "tdm_candidate_title", "tdm_seed_title")
 
 
 @dataclass
-class RecoBertConfig(CatalogTrainingArguments):
+class RecoBertConfig(CatalogTrainerConfig):
     """``TrainingArguments`` plus RecoBERT's loss ``L = mlm_weight * L_MLM + tdm_weight * L_TDM``
     and the settings of its four-score inference.
 
@@ -34,17 +34,6 @@ class RecoBertConfig(CatalogTrainingArguments):
     )
     tdm_weight: float = field(
         default=1.0, metadata={"help": "Weight of the title-description matching (TDM) loss."}
-    )
-    mlm_weight: float = field(
-        default=0.0,
-        metadata={
-            "help": "Weight of the MLM loss (the paper: 1). Default 0: on a model without a trained MLM head it "
-            "dominated the loss and hurt rankings (docs/recobert.md)."
-        },
-    )
-    mlm_probability: float = field(
-        default=0.0,
-        metadata={"help": "Share of real tokens masked for MLM (BERT's 80/10/10 split; the paper: 0.15)."},
     )
     negative_probability: float = field(
         default=0.5,

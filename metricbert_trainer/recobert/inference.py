@@ -26,15 +26,15 @@ import torch
 from tqdm.auto import tqdm
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from ..baselines import Scorer
-from ..catalog import Catalog
-from ..encoding import inference_autocast
-from ..evaluation import RankingEvaluator
-from ..modeling import PAIR_ENCODER_KEYS
-from ..pooling import mean_pool
-from .config import SCORE_NAMES
-from .pairs import encode_pairs
-from .scores import tdm_score, z_normalise
+from metricbert_trainer.base.pooling import mean_pool
+from metricbert_trainer.data.catalog import Catalog
+from metricbert_trainer.evaluation.encoding import inference_autocast
+from metricbert_trainer.evaluation.evaluator import RankingEvaluator
+from metricbert_trainer.evaluation.scorers import Scorer
+from metricbert_trainer.recobert.config import SCORE_NAMES
+from metricbert_trainer.recobert.forward import PAIR_ENCODER_KEYS
+from metricbert_trainer.recobert.pairs import encode_pairs
+from metricbert_trainer.recobert.scores import tdm_score, z_normalise
 
 
 @dataclass

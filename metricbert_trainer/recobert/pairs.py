@@ -16,8 +16,8 @@ from collections.abc import Sequence
 import torch
 from transformers import PreTrainedTokenizerBase
 
-from ..collator import never_masked
-from ..modeling import PAIR_ENCODER_KEYS
+from metricbert_trainer.base.collator import never_masked
+from metricbert_trainer.recobert.forward import PAIR_ENCODER_KEYS
 
 
 def encode_pairs(

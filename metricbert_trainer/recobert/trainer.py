@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from .. import catalog_trainer
-from ..modeling import enable_metric_forward
-from .collator import RecoBertCollator
-from .config import RecoBertConfig
-from .inference import RecoBertRankingEvaluator
-from .scores import tdm_loss, tdm_score
+from metricbert_trainer.base.trainer import CatalogTrainer
+from metricbert_trainer.publishing.model_card import CardMethod
+from metricbert_trainer.recobert.collator import RecoBertCollator
+from metricbert_trainer.recobert.config import RecoBertConfig
+from metricbert_trainer.recobert.forward import enable_pair_forward
+from metricbert_trainer.recobert.inference import RecoBertRankingEvaluator
+from metricbert_trainer.recobert.scores import tdm_loss, tdm_score
 
 
-class RecoBertTrainer(catalog_trainer.CatalogTrainer):
+class RecoBertTrainer(CatalogTrainer):
     """Trains an ``AutoModelForMaskedLM`` with ``L = mlm_weight * L_MLM + tdm_weight * L_TDM``.
 
     Each training example is one joint (title, description) input whose description is the item's
@@ -23,10 +24,25 @@ class RecoBertTrainer(catalog_trainer.CatalogTrainer):
     """
 
     _tag_names = ["recobert", "metricbert", "sentence-similarity"]
-    card_method = "A RecoBERT title-description model (Malkiel et al., *RecoBERT*, Findings of EMNLP 2020)"
+    card_method = CardMethod(
+        name="A RecoBERT title-description model (Malkiel et al., *RecoBERT*, Findings of EMNLP 2020)",
+        goal="to score whether the {fields} of a pair belong to the same item",
+        inference="Each field is embedded by mean pooling its tokens of the last layer; RecoBERT's inference "
+        "ranks candidates by four z-normalised scores, the cosines of the descriptions and of the titles and "
+        "the title-description matching score both ways (`metricbert_trainer.recobert.RecoBertScorer`). The "
+        "snippets below give the mean-pooled vectors the two cosines compare.",
+        trainer="RecoBertTrainer",
+        script="recipes/recobert/train.py",
+        citation="""@inproceedings{malkiel2020recobert,
+  title     = {RecoBERT: A Catalog Language Model for Text-Based Recommendations},
+  author    = {Malkiel, Itzik and Barkan, Oren and Caciularu, Avi and Razin, Noam and Katz, Ori and Koenigstein, Noam},
+  booktitle = {Findings of the Association for Computational Linguistics: EMNLP 2020},
+  year      = {2020}
+}""",
+    )
 
     def __init__(self, model, args: RecoBertConfig, *positional, **kwargs) -> None:
-        enable_metric_forward(model)
+        enable_pair_forward(model)
         super().__init__(model, args, *positional, **kwargs)
 
     @classmethod

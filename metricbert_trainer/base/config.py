@@ -1,0 +1,171 @@
+"""``CatalogTrainerConfig``: the ``TrainingArguments`` every trainer of this package shares.
+
+Every field carries help text, so ``--help`` documents it and a YAML recipe can set it. Values
+are checked when the configuration is built, so a typo fails before any model is loaded.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+import torch
+from transformers import TrainingArguments
+
+from metricbert_trainer.publishing.model_card import is_local_path
+
+
+def cpu_has_native_bf16() -> bool:
+    """Whether this CPU multiplies bf16 matrices in hardware (AMX or AVX512-BF16), read from
+    /proc/cpuinfo; False where that file does not exist."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as handle:
+            flags = next((line.split(":", 1)[1].split() for line in handle if line.startswith("flags")), [])
+    except OSError:
+        return False
+    return "amx_bf16" in flags or "avx512_bf16" in flags
+
+
+def launched_without_accelerator() -> bool:
+    """Whether this is one of several processes (torchrun, ``accelerate launch``) on a machine
+    with no GPU or other accelerator: they can still train together, on the CPU over gloo."""
+    return int(os.environ.get("WORLD_SIZE", "1")) > 1 and not torch.accelerator.is_available()
+
+
+LOCAL_PATH = "<local path>"
+NONFINITE_LOSS_ACTIONS = ("stop", "skip")
+
+
+def redact_local_paths(values: dict) -> dict:
+    """``values`` with every string that names a place on this machine replaced by ``LOCAL_PATH``."""
+    return {name: LOCAL_PATH if is_local_path(value) else value for name, value in values.items()}
+
+
+@dataclass
+class CatalogTrainerConfig(TrainingArguments):
+    """``TrainingArguments`` for training on a catalog's texts, with the settings every objective shares:
+    truncation, MLM masking and its weight. ``MetricBertConfig`` and ``RecoBertConfig`` extend it."""
+
+    mlm_weight: float = field(
+        default=0.0,
+        metadata={
+            "help": "Weight of the masked-language-model loss (the papers: 1); 0 leaves it out. Default 0: on a "
+            "model without a trained MLM head (all-MiniLM-L6-v2 ships without one) the MLM term dominated the loss "
+            "and hurt rankings (docs/quality.md, docs/recobert.md)."
+        },
+    )
+    mlm_probability: float = field(
+        default=0.0,
+        metadata={
+            "help": "Share of real tokens masked for MLM (BERT's 80/10/10 split; the papers: 0.15); 0 disables masking."
+        },
+    )
+    max_length: int | None = field(
+        default=None,
+        metadata={
+            "help": "Texts are truncated to this many tokens, in training and in evaluation. Unset: chosen from the "
+            "catalog, the max_length_percentile of each field's token lengths (the largest over fields; shorter "
+            "fields pad only to their own batch maximum), rounded up to a multiple of 8 and capped at max_length_cap."
+        },
+    )
+    max_length_percentile: float = field(
+        default=95.0,
+        metadata={"help": "Unset max_length: the percentile of the catalog's token lengths it covers."},
+    )
+    max_length_cap: int = field(
+        default=256,
+        metadata={
+            "help": "Unset max_length: its upper bound (all-MiniLM-L6-v2 was trained on 256 tokens; attention "
+            "costs grow with the square of the length)."
+        },
+    )
+    trained_weight_share: float = field(
+        default=1.0,
+        metadata={
+            "help": "Share of the trained encoder weights in the final model, the rest being the starting model's "
+            "(WiSE-FT weight-space ensembling, base/weight_ensembling.py); applied once training ends, so checkpoints "
+            "hold the trained weights and resume from them. 1 keeps the trained weights."
+        },
+    )
+    cpu_bf16: bool = field(
+        default=True,
+        metadata={
+            "help": "Without a GPU, on a CPU that multiplies bf16 natively (AMX, AVX512-BF16), train under bf16 "
+            "autocast: MetricBERT trains 1.5x faster on MiniLM with unchanged rankings (benchmarks/RESULTS.md). "
+            "No effect when bf16 or fp16 is set, on GPUs, or on other CPUs."
+        },
+    )
+    nonfinite_loss: str = field(
+        default="stop",
+        metadata={
+            "help": "What a NaN or infinite training loss does: stop (raise, naming the step; the last checkpoint "
+            "stays intact) or skip (drop that optimizer step's gradients, count it and go on).",
+            "choices": NONFINITE_LOSS_ACTIONS,
+        },
+    )
+    allow_pickled_checkpoints: bool = field(
+        default=False,
+        metadata={
+            "help": "Allow resuming DeepSpeed checkpoints, whose optimizer files are pickles (a pickle can run "
+            "any code): only for checkpoints you wrote."
+        },
+    )
+    # Defaults that differ from TrainingArguments': the collator needs the text columns, and a
+    # progress log every few steps is what a user watching the loss terms wants.
+    remove_unused_columns: bool = field(
+        default=False, metadata={"help": "Kept False: the collator reads the text columns itself."}
+    )
+    logging_steps: float = field(default=10, metadata={"help": "Log the loss terms every X update steps."})
+
+    def __post_init__(self) -> None:
+        if self.hub_token is not None:
+            raise ValueError(
+                "hub_token is not accepted: a token in a config or on the command line ends up in logs and saved "
+                "files. Set HF_TOKEN in the environment or run `hf auth login` instead."
+            )
+        if not self.use_cpu and launched_without_accelerator():
+            # transformers would otherwise leave the processes unjoined, each training alone.
+            self.use_cpu = True
+        if (
+            self.cpu_bf16
+            and not (self.bf16 or self.fp16)
+            and not torch.accelerator.is_available()
+            and cpu_has_native_bf16()
+        ):
+            self.use_cpu, self.bf16 = True, True
+        super().__post_init__()
+        if self.mlm_weight < 0:
+            raise ValueError(f"mlm_weight must be >= 0; got {self.mlm_weight}.")
+        if not 0.0 <= self.mlm_probability < 1.0:
+            raise ValueError(f"mlm_probability must be in [0, 1); got {self.mlm_probability}.")
+        if self.mlm_weight > 0 and self.mlm_probability == 0:
+            raise ValueError("mlm_weight > 0 needs masked tokens: set mlm_probability > 0, or mlm_weight: 0.")
+        if self.max_length is not None and self.max_length < 2:
+            raise ValueError(f"max_length must be at least 2; got {self.max_length}.")
+        if not 0 < self.max_length_percentile <= 100:
+            raise ValueError(f"max_length_percentile must be in (0, 100]; got {self.max_length_percentile}.")
+        if self.max_length_cap < 2:
+            raise ValueError(f"max_length_cap must be at least 2; got {self.max_length_cap}.")
+        if not 0.0 < self.trained_weight_share <= 1.0:
+            raise ValueError(f"trained_weight_share must be in (0, 1]; got {self.trained_weight_share}.")
+        if self.nonfinite_loss not in NONFINITE_LOSS_ACTIONS:
+            raise ValueError(
+                f"Unknown nonfinite_loss {self.nonfinite_loss!r}; valid choices: {', '.join(NONFINITE_LOSS_ACTIONS)}."
+            )
+
+    # The arguments travel with the model: transformers pickles them into training_args.bin in
+    # every saved and pushed folder and logs to_dict() to TensorBoard and W&B. Both carry the
+    # settings with this machine's paths replaced, so nothing published reveals its layout.
+    def to_dict(self) -> dict:
+        return redact_local_paths(super().to_dict())
+
+    def __getstate__(self) -> dict:
+        return redact_local_paths(dict(self.__dict__))
+
+
+def checked_choice(enum_type, value, name: str):
+    try:
+        return enum_type(value.value if isinstance(value, enum_type) else value)
+    except ValueError:
+        valid = ", ".join(member.value for member in enum_type)
+        raise ValueError(f"Unknown {name} {value!r}; valid choices: {valid}.") from None

@@ -1,0 +1,423 @@
+"""``CatalogTrainer``: what every trainer of this package shares, whatever its objective.
+
+MetricBERT and RecoBERT train on the same data (a catalog: one text column per field), report
+the same way (one logged value per loss term and statistic, averaged over processes) and are
+judged the same way (a ranking evaluator over the catalog instead of a held-out loss). This base
+class holds that machinery once; a subclass brings its collator (``build_collator``), its
+``compute_loss`` and the objective section of its model card.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import torch
+from transformers import PreTrainedModel, Trainer, TrainingArguments
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, rotate_checkpoints
+
+from metricbert_trainer.base.checkpoints import (
+    TRAINER_STATE_FILE,
+    checkpoint_to_resume,
+    discard_staged,
+    publish_staged,
+    published_path,
+    staging_folder,
+)
+from metricbert_trainer.base.collator import batch_slots, count_truncated
+from metricbert_trainer.base.distributed import mean_by_name_across_processes
+from metricbert_trainer.base.modeling import freeze_mlm_head, whole_copy
+from metricbert_trainer.base.weight_ensembling import blend_with_start
+from metricbert_trainer.data.annotations import Annotations
+from metricbert_trainer.data.catalog import Catalog
+from metricbert_trainer.data.lengths import resolve_max_length
+from metricbert_trainer.evaluation.evaluator import RankingEvaluator
+from metricbert_trainer.publishing.model_card import (
+    CardMethod,
+    ModelCardInfo,
+    render_model_card,
+    usage_examples,
+)
+from metricbert_trainer.publishing.plots import plot_loss_terms
+from metricbert_trainer.publishing.sentence_transformers_files import write_sentence_transformers_files
+
+ModelEvaluator = Callable[[PreTrainedModel, object], dict[str, float]]
+
+logger = logging.getLogger(__name__)
+# The readable record of the training arguments saved beside the weights, instead of
+# transformers' pickled training_args.bin (reading a pickle runs whatever code it names).
+TRAINING_ARGUMENTS_FILE = "training_args.json"
+PICKLED_TRAINING_ARGUMENTS_FILE = "training_args.bin"
+
+
+class NonFiniteLossError(FloatingPointError):
+    """A training step's loss was NaN or infinite (``nonfinite_loss: stop``)."""
+
+
+class CatalogTrainer(Trainer):
+    """A ``Trainer`` over catalog items with per-term logging and ranking evaluation.
+
+    ``fields`` names the catalog's text columns in order (title first). Values passed to
+    ``record`` during a step are averaged over the steps since the last log and over processes,
+    and logged next to ``loss``. With a ``ranking_evaluator`` (a callable
+    ``(model, tokenizer) -> {"mpr": ..., ...}``), ``evaluate()`` ranks the catalog and logs
+    ``eval_mpr``, ``eval_mrr``, ``eval_hr@10``, ... so ``metric_for_best_model``,
+    ``load_best_model_at_end`` and early stopping work on ranking quality.
+
+    Faults lose nothing: checkpoints are published whole or not at all (``checkpoints``),
+    ``resume_from_checkpoint="last"`` restarts a killed run where it stopped, and a step whose
+    loss is not finite stops the run or is skipped and counted (``nonfinite_loss``).
+    """
+
+    # Whether the recipes hold items out for label-free model selection (label_free): its signals
+    # read mean-pooled field vectors, which is how this trainer's models rank.
+    label_free_selection = False
+
+    # What the model card says about the method (a subclass names its own, with its paper).
+    card_method = CardMethod(
+        name="A text encoder trained on a catalog",
+        goal="so that items whose {fields} are alike embed close together",
+        inference="Items are embedded by mean pooling the last layer and recommended by distance.",
+        trainer="CatalogTrainer",
+    )
+
+    # compute_loss returns the mean over one micro-batch; the base class divides it by the number
+    # of accumulation steps, so N micro-batches of B items train like one batch of N*B.
+    loss_is_scaled_for_ga = False
+
+    def __init__(
+        self,
+        model: PreTrainedModel,
+        args: TrainingArguments,
+        train_dataset=None,
+        eval_dataset=None,
+        processing_class=None,
+        data_collator=None,
+        fields: Sequence[str] = ("title", "description"),
+        ranking_evaluator: ModelEvaluator | None = None,
+        model_card_info: ModelCardInfo | None = None,
+        **kwargs,
+    ) -> None:
+        self.fields = tuple(fields)
+        # The names of an item's two texts in a batch (collator.batch_slots).
+        self.batch_fields = batch_slots(self.fields)
+        self.model_card_info = model_card_info or ModelCardInfo(text_fields=self.fields)
+        first_item = next(iter(train_dataset), None) if train_dataset is not None else None
+        if not self.model_card_info.examples and first_item is not None:
+            # The card's usage snippets encode a real item of the catalog the model was trained on.
+            self.model_card_info = dataclasses.replace(
+                self.model_card_info, examples=usage_examples(first_item, self.fields)
+            )
+        if args.mlm_weight == 0:
+            freeze_mlm_head(model)
+        if args.max_length is None:
+            resolve_max_length(args, processing_class, train_dataset, self.fields, model)
+        if data_collator is None:
+            if processing_class is None:
+                raise ValueError("Pass processing_class (the tokenizer) or a data_collator.")
+            data_collator = self.build_collator(processing_class, args)
+        self.ranking_evaluator = ranking_evaluator
+        self.nonfinite_losses_skipped = 0
+        self._staging_checkpoint = False
+        self._metrics: dict[str, dict[str, list[float]]] = {
+            "train": defaultdict(list),
+            "eval": defaultdict(list),
+        }
+        # The base class refuses an eval_strategy without an eval_dataset; ranking evaluation needs
+        # none (it ranks the catalog), so the check is skipped for the duration of its __init__.
+        eval_strategy = args.eval_strategy
+        if ranking_evaluator is not None and eval_dataset is None:
+            args.eval_strategy = "no"
+        try:
+            super().__init__(
+                model=model,
+                args=args,
+                train_dataset=train_dataset,
+                eval_dataset=eval_dataset,
+                processing_class=processing_class,
+                data_collator=data_collator,
+                **kwargs,
+            )
+        finally:
+            args.eval_strategy = eval_strategy
+        if args.nonfinite_loss == "skip" and self.is_deepspeed_enabled:
+            raise ValueError(
+                "nonfinite_loss=skip cannot be honoured under DeepSpeed, whose engine steps the optimizer inside "
+                "backward; use nonfinite_loss=stop."
+            )
+        if train_dataset is not None:
+            self._check_training_catalog(train_dataset)
+        self.starting_encoder = self.starting_encoder_copy(model) if args.trained_weight_share < 1 else None
+
+    def _check_training_catalog(self, train_dataset) -> None:
+        """Says what a catalog too small for the batch, or texts longer than ``max_length``, do
+        to training, before it starts rather than never."""
+        batch = self.args.per_device_train_batch_size * self.args.world_size
+        if len(train_dataset) < 2:
+            raise ValueError(
+                f"The training catalog has {len(train_dataset)} item(s); in-batch training needs at least 2."
+            )
+        if len(train_dataset) < batch:
+            logger.warning(
+                "The training catalog has %d items, fewer than one batch (%d): every step trains on all of them.",
+                len(train_dataset),
+                batch,
+            )
+        if not self.is_world_process_zero() or self.processing_class is None:
+            return
+        for name in self.fields:
+            truncated = count_truncated(self.processing_class, train_dataset[name], self.args.max_length)
+            if truncated:
+                logger.warning(
+                    "%d of %d %s texts are longer than max_length=%d tokens and are truncated.",
+                    truncated,
+                    len(train_dataset),
+                    name,
+                    self.args.max_length,
+                )
+
+    def build_collator(self, tokenizer, args: TrainingArguments):
+        """The collator used when none is passed: it turns catalog items into the model's inputs."""
+        raise NotImplementedError(
+            f"{type(self).__name__} must pass a data_collator or define build_collator."
+        )
+
+    @classmethod
+    def default_ranking_evaluator(
+        cls, catalog: Catalog, annotations: Annotations, args: TrainingArguments
+    ) -> ModelEvaluator:
+        """How the recipes evaluate this trainer's models: Metric_Inf over mean-pooled embeddings."""
+        return RankingEvaluator(
+            catalog=catalog,
+            annotations=annotations,
+            batch_size=args.per_device_eval_batch_size,
+            max_length=args.max_length,
+        )
+
+    def objective_card_section(self) -> str:
+        """Markdown appended to the model card, saying which objective trained the checkpoint."""
+        return ""
+
+    def _set_signature_columns_if_needed(self) -> None:
+        # The model's forward does not name the text columns; keep them for the collator.
+        if self._signature_columns is None:
+            self._signature_columns = list(self.fields)
+
+    def create_model_card(self, model_name: str | None = None, **kwargs) -> None:
+        """Writes the model card to the output folder (``push_to_hub`` calls this before uploading).
+
+        The card is this package's (``model_card``), not transformers' generic one; the keyword
+        arguments transformers passes (``language``, ``tags``, ...) are not used.
+        """
+        if self.is_world_process_zero():
+            self.write_publishing_files(self.args.output_dir, model_name=model_name)
+
+    def write_publishing_files(self, folder: str | Path, model_name: str | None = None) -> None:
+        """What makes ``folder`` a publishable model beside its weights: the sentence-transformers
+        files, the model card and the plot of the loss terms."""
+        folder = Path(folder)
+        config = self.accelerator.unwrap_model(self.model).config
+        write_sentence_transformers_files(
+            folder, hidden_size=config.hidden_size, max_seq_length=self.args.max_length
+        )
+        repo_id = (self.hub_model_id or self.args.hub_model_id) if self.args.push_to_hub else None
+        name = model_name or (repo_id or Path(self.args.output_dir).resolve().name).split("/")[-1]
+        card = render_model_card(
+            info=self.model_card_info,
+            model_name=name,
+            method=self.card_method,
+            repo_id=repo_id,
+            objective_section=self.objective_card_section(),
+            hyperparameters=self.card_hyperparameters(),
+            log_history=self.state.log_history,
+            trainer_tags=list(self._tag_names),
+        )
+        (folder / "README.md").write_text(card, encoding="utf-8")
+        plot_loss_terms(self.state.log_history, folder / "loss_terms.png")
+
+    def card_hyperparameters(self) -> dict[str, object]:
+        """The training settings a model card lists (the objective's own are in its section)."""
+        args = self.args
+        return {
+            "learning_rate": args.learning_rate,
+            "per_device_train_batch_size": args.per_device_train_batch_size,
+            "processes": args.world_size,
+            "gradient_accumulation_steps": args.gradient_accumulation_steps,
+            "total_train_batch_size": args.per_device_train_batch_size
+            * args.world_size
+            * args.gradient_accumulation_steps,
+            "num_train_epochs": args.num_train_epochs,
+            "max_steps": self.state.max_steps or args.max_steps,
+            "optimizer": getattr(args.optim, "value", args.optim),
+            "weight_decay": args.weight_decay,
+            "lr_scheduler_type": getattr(args.lr_scheduler_type, "value", args.lr_scheduler_type),
+            "warmup_steps": args.warmup_steps,
+            "max_length": args.max_length,
+            "trained_weight_share": args.trained_weight_share,
+            "precision": "bf16" if args.bf16 else ("fp16" if args.fp16 else "fp32"),
+            "activation_checkpointing": args.activation_checkpointing,
+            "seed": args.seed,
+        }
+
+    def _save(self, output_dir: str | None = None, state_dict=None) -> None:
+        # Every save (checkpoints and the final model) gets the publishing files, so any folder
+        # loads with sentence-transformers and says how it was trained.
+        super()._save(output_dir, state_dict=state_dict)
+        if not self.args.should_save:
+            return
+        folder = Path(output_dir if output_dir is not None else self.args.output_dir)
+        (folder / PICKLED_TRAINING_ARGUMENTS_FILE).unlink(missing_ok=True)
+        (folder / TRAINING_ARGUMENTS_FILE).write_text(self.args.to_json_string(), encoding="utf-8")
+        self.write_publishing_files(folder)
+
+    def train(self, resume_from_checkpoint: str | bool | None = None, trial=None, **kwargs):
+        """``Trainer.train``; ``resume_from_checkpoint="last"`` resumes from the newest complete
+        checkpoint in ``output_dir`` when there is one (``checkpoints.checkpoint_to_resume``)."""
+        checkpoint = checkpoint_to_resume(resume_from_checkpoint, self.args.output_dir)
+        if checkpoint is not None and self.is_deepspeed_enabled and not self.args.allow_pickled_checkpoints:
+            raise ValueError(
+                f"Resuming the DeepSpeed checkpoint {checkpoint} unpickles its optimizer files, and a pickle can run "
+                "any code. Set allow_pickled_checkpoints (--allow_pickled_checkpoints) if you wrote it yourself."
+            )
+        output = super().train(resume_from_checkpoint=checkpoint, trial=trial, **kwargs)
+        if self.starting_encoder is not None:
+            share = self.args.trained_weight_share
+            blend_with_start(self.model.base_model, self.starting_encoder, share)
+            logger.info(
+                "Final encoder: %.2f x trained + %.2f x starting weights (trained_weight_share, WiSE-FT).",
+                share,
+                1 - share,
+            )
+        return output
+
+    def starting_encoder_copy(self, model: PreTrainedModel) -> torch.nn.Module:
+        """A whole, frozen copy of the encoder before training, for ``trained_weight_share``."""
+        return whole_copy(model.base_model).requires_grad_(False)
+
+    def _get_output_dir(self, trial) -> str:
+        run_dir = super()._get_output_dir(trial)
+        return str(staging_folder(run_dir)) if self._staging_checkpoint else run_dir
+
+    def _save_checkpoint(self, model, trial) -> None:
+        # transformers' checkpointing, writing under the staging folder (``_get_output_dir``),
+        # then published by one rename once every process has written its part.
+        run_dir = self._get_output_dir(trial)
+        name = f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
+        if self.args.should_save:
+            discard_staged(run_dir, name)
+        self.accelerator.wait_for_everyone()
+        self._staging_checkpoint = True
+        try:
+            super()._save_checkpoint(model, trial)
+        finally:
+            self._staging_checkpoint = False
+        self.accelerator.wait_for_everyone()
+        # transformers recorded the best checkpoint where it was written; it is read where it is published.
+        best = published_path(self.state.best_model_checkpoint, run_dir)
+        recorded_staged = best != self.state.best_model_checkpoint
+        self.state.best_model_checkpoint = best
+        if self.args.should_save:
+            if recorded_staged:
+                self.state.save_to_json(str(staging_folder(run_dir) / name / TRAINER_STATE_FILE))
+            publish_staged(run_dir, name)
+            rotate_checkpoints(
+                output_dir=run_dir,
+                save_total_limit=self.args.save_total_limit,
+                best_model_checkpoint=best,
+                use_mtime=True,
+            )
+        self.accelerator.wait_for_everyone()
+
+    def training_step(self, model, inputs, num_items_in_batch=None) -> torch.Tensor:
+        loss = super().training_step(model, inputs, num_items_in_batch)
+        finite = torch.isfinite(loss.detach()).all().float()
+        if self.accelerator.num_processes > 1:
+            # Every process must take the same decision: the gradients were all-reduced already.
+            finite = self.accelerator.reduce(finite, reduction="sum") == self.accelerator.num_processes
+        if bool(finite):
+            return loss
+        step = self.state.global_step + 1
+        if self.args.nonfinite_loss == "stop":
+            raise NonFiniteLossError(
+                f"The loss of training step {step} is {float(loss):g}. The last checkpoint in "
+                f"{self.args.output_dir} is intact; lower the learning rate or check the data, or set "
+                "nonfinite_loss=skip to drop such steps."
+            )
+        # The gradients accumulated in this optimizer step are dropped; the optimizer leaves
+        # parameters without a gradient as they are.
+        model.zero_grad(set_to_none=True)
+        self.nonfinite_losses_skipped += 1
+        logger.warning(
+            "Training step %d: the loss is %g; its gradients are dropped (%d skipped so far).",
+            step,
+            float(loss),
+            self.nonfinite_losses_skipped,
+        )
+        return loss
+
+    def _push_from_checkpoint(self, checkpoint_folder: str) -> None:
+        # transformers copies only the weights and config from the checkpoint to the output folder
+        # before uploading it; the card and the sentence-transformers files must be there too.
+        if self.is_world_process_zero():
+            self.write_publishing_files(self.args.output_dir)
+        super()._push_from_checkpoint(checkpoint_folder)
+
+    @staticmethod
+    def config_block(config: dict[str, object]) -> str:
+        """A JSON code block of an objective's settings, for ``objective_card_section``."""
+        return f"```json\n{json.dumps(config, indent=2)}\n```\n"
+
+    def prediction_step(self, model, inputs, prediction_loss_only, ignore_keys=None):
+        # The only thing to predict on held-out items is the loss; rankings come from evaluate().
+        with torch.no_grad(), self.compute_loss_context_manager():
+            loss = self.compute_loss(model, inputs)
+        return loss.detach(), None, None
+
+    def evaluate(
+        self, eval_dataset=None, ignore_keys=None, metric_key_prefix: str = "eval"
+    ) -> dict[str, float]:
+        if self.ranking_evaluator is None:
+            return super().evaluate(
+                eval_dataset, ignore_keys=ignore_keys, metric_key_prefix=metric_key_prefix
+            )
+        metrics = {}
+        if eval_dataset is not None or self.eval_dataset is not None:
+            metrics.update(
+                super().evaluate(eval_dataset, ignore_keys=ignore_keys, metric_key_prefix=metric_key_prefix)
+            )
+        ranking = self.ranking_evaluator(self.accelerator.unwrap_model(self.model), self.processing_class)
+        ranking = {f"{metric_key_prefix}_{name}": value for name, value in ranking.items()}
+        metrics.update(ranking)
+        self.log(ranking)
+        self.control = self.callback_handler.on_evaluate(self.args, self.state, self.control, metrics)
+        return metrics
+
+    def record(self, values: dict[str, float]) -> None:
+        """Keeps a step's loss terms and statistics until the next log."""
+        mode = "train" if self.model.training else "eval"
+        for name, value in values.items():
+            self._metrics[mode][name].append(value)
+
+    def on_logged_means(self, means: dict[str, float]) -> None:
+        """Called with the averaged recorded values at each log, for subclasses that watch them."""
+
+    def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
+        mode = "train" if self.model.training else "eval"
+        recorded = self._metrics[mode]
+        # Every process takes part in the averaging, also one that recorded nothing this time:
+        # the names are agreed across processes (distributed.mean_by_name_across_processes).
+        local = {name: sum(values) / len(values) for name, values in recorded.items() if values}
+        means = mean_by_name_across_processes(local, self.args.device)
+        if means:
+            prefix = "" if mode == "train" else "eval_"
+            means = {name: round(value, 6) for name, value in means.items()}
+            logs = {**logs, **{f"{prefix}{name}": value for name, value in means.items()}}
+            self.on_logged_means(means)
+        recorded.clear()
+        if mode == "train" and self.nonfinite_losses_skipped:
+            logs = {**logs, "nonfinite_losses_skipped": self.nonfinite_losses_skipped}
+        super().log(logs, start_time)

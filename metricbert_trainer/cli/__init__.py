@@ -1,0 +1,51 @@
+"""The ``metricbert`` command: evaluate a model, list an item's neighbours, compare against baselines.
+
+    metricbert evaluate --model PATH --catalog CSV --annotations FILE [--scorer metric_inf] [--output JSON]
+    metricbert recommend --model PATH --catalog CSV --item ID [--top-k 10]
+    metricbert compare --catalog CSV --annotations FILE --baselines tfidf lda --models PATH [...]
+        [--sbert PATH ...] [--recobert PATH ...] --output-dir DIR
+    metricbert consolidate CHECKPOINT OUTPUT_DIR --allow-pickle   (a DeepSpeed ZeRO checkpoint -> a plain model)
+    metricbert plot CHECKPOINT --catalog CSV --column variety [--before MODEL]
+
+Model paths may be plain Hugging Face folders or sentence-transformers folders; ``NAME=PATH``
+names a model's rows in the tables. Everything is computed by the library's scorers, ranking and
+metrics, so these numbers are the ones the trainer logs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+
+import transformers
+
+from metricbert_trainer.cli import compare, consolidate, evaluate, plot, recommend
+from metricbert_trainer.data.annotations import AnnotationError
+from metricbert_trainer.data.catalog import CatalogError
+
+# One module per command, each adding its own subparser; the order is --help's.
+COMMANDS = (evaluate, recommend, compare, consolidate, plot)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    # Loading an MLM checkpoint as a bare encoder reports its unused head at length; it is expected.
+    transformers.logging.set_verbosity_error()
+    try:
+        return args.command(args)
+    except (CatalogError, AnnotationError, FileNotFoundError, PermissionError, ValueError) as error:
+        print(f"metricbert {args.command_name}: error: {error}", file=sys.stderr)
+        return 1
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="metricbert", description="Evaluate and use MetricBERT recommenders."
+    )
+    commands = parser.add_subparsers(dest="command_name", required=True)
+    for command in COMMANDS:
+        command.add_parser(commands)
+    return parser

@@ -1,0 +1,215 @@
+"""``metricbert compare``: baselines and models in one table, JSON file and bar chart."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from metricbert_trainer.cli.options import (
+    annotation_options,
+    catalog_options,
+    encoder_scorer,
+    load_cli_catalog,
+    metric_label,
+    name_and_path,
+    report_header,
+    results_table,
+    write_json,
+)
+from metricbert_trainer.data.annotations import Annotations, load_annotations
+from metricbert_trainer.data.catalog import Catalog
+from metricbert_trainer.evaluation.encoding import PRECISIONS
+from metricbert_trainer.evaluation.evaluator import evaluate_scorer
+from metricbert_trainer.evaluation.neighbours import CONCAT, METRIC_INF, catalog_views, mode_label
+from metricbert_trainer.evaluation.scorers import (
+    LdaScorer,
+    Scorer,
+    SentenceTransformerScorer,
+    TfidfScorer,
+    load_encoder,
+    load_sentence_transformer,
+)
+from metricbert_trainer.recobert import RecoBertScorer
+
+logger = logging.getLogger("metricbert_trainer.cli")
+
+BASELINES = {
+    "tfidf": lambda args: TfidfScorer(),
+    "lda": lambda args: LdaScorer(num_topics=args.lda_topics),
+}
+
+
+def add_parser(commands: argparse._SubParsersAction) -> None:
+    compare = commands.add_parser(
+        "compare",
+        parents=[catalog_options(), annotation_options()],
+        help="Baselines and models in one table, JSON file and bar chart.",
+    )
+    compare.add_argument(
+        "--baselines", nargs="*", choices=sorted(BASELINES), default=[], help="Baselines to run."
+    )
+    compare.add_argument(
+        "--models",
+        nargs="*",
+        default=[],
+        metavar="[NAME=]PATH",
+        help="Hugging Face encoders (plain or sentence-transformers folders), mean-pooled.",
+    )
+    compare.add_argument(
+        "--sbert",
+        nargs="*",
+        default=[],
+        metavar="[NAME=]PATH",
+        help="sentence-transformers models, used with their own pooling.",
+    )
+    compare.add_argument(
+        "--recobert",
+        nargs="*",
+        default=[],
+        metavar="[NAME=]PATH",
+        help="RecoBERT models (recipes/train_recobert_wines.py), ranked by the four-score inference.",
+    )
+    compare.add_argument(
+        "--recobert-weights",
+        nargs=4,
+        type=float,
+        default=[1.0, 1.0, 1.0, 1.0],
+        metavar="LAMBDA",
+        help="lambda_1..lambda_4 of Cos_D, Cos_T, C_TDM(t_candidate, d_seed), C_TDM(t_seed, d_candidate).",
+    )
+    compare.add_argument(
+        "--rerank-top-k",
+        type=int,
+        default=100,
+        help="RecoBERT scores cross pairs for the top K candidates of Cos_D + Cos_T; 0 for every candidate "
+        "(two forwards per seed and catalog item).",
+    )
+    compare.add_argument(
+        "--recobert-max-length",
+        type=int,
+        default=256,
+        help="Tokens kept per RecoBERT title-description pair.",
+    )
+    compare.add_argument(
+        "--precision",
+        choices=PRECISIONS,
+        default="auto",
+        help="RecoBERT inference precision: auto (bf16 on CUDA, fp32 on CPU), bf16 (also on CPU) or fp32.",
+    )
+    compare.add_argument(
+        "--modes",
+        nargs="+",
+        default=[CONCAT, METRIC_INF],
+        help=f"Scoring modes of the models (default: {CONCAT} {METRIC_INF}).",
+    )
+    compare.add_argument("--lda-topics", type=int, default=50, help="Topics of the LDA baseline.")
+    compare.add_argument(
+        "--output-dir", required=True, help="Folder for results.md, results.json and results.png."
+    )
+    compare.set_defaults(command=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    catalog = load_cli_catalog(args)
+    for mode in args.modes:
+        catalog_views(catalog, mode)  # fail on a bad mode before hours of encoding
+    annotations = load_annotations(args.annotations, catalog, on_unmatched=args.on_unmatched)
+    if not (args.baselines or args.models or args.sbert or args.recobert):
+        raise ValueError("Nothing to compare: give --baselines, --models, --sbert and/or --recobert.")
+    rows = []
+    for name in args.baselines:
+        rows.append(timed_evaluation(BASELINES[name](args), catalog, annotations, args.ks))
+    for spec in args.models:
+        name, path = name_and_path(spec)
+        model, tokenizer = load_encoder(path, device=args.device)
+        for mode in args.modes:
+            scorer = encoder_scorer(args, model, tokenizer, mode, name)
+            rows.append(timed_evaluation(scorer, catalog, annotations, args.ks) | {"model": path})
+        del model
+    for spec in args.sbert:
+        name, path = name_and_path(spec)
+        label = name if name.upper().startswith("SBERT") else f"SBERT {name}"  # rows say which pipeline
+        model = load_sentence_transformer(path, device=args.device)  # once, for every mode
+        for mode in args.modes:
+            scorer = SentenceTransformerScorer(
+                model,
+                mode=mode,
+                name=f"{label} ({mode_label(mode)})",
+                batch_size=args.batch_size,
+                show_progress=True,
+            )
+            rows.append(timed_evaluation(scorer, catalog, annotations, args.ks) | {"model": path})
+        del model
+    for spec in args.recobert:
+        name, path = name_and_path(spec)
+        model, tokenizer = load_encoder(path, device=args.device)
+        rerank = f"top {args.rerank_top_k} re-ranked" if args.rerank_top_k else "full"
+        scorer = RecoBertScorer(
+            model,
+            tokenizer,
+            weights=args.recobert_weights,
+            rerank_top_k=args.rerank_top_k,
+            name=f"{name} (4 scores, {rerank})",
+            batch_size=args.batch_size,
+            max_length=args.recobert_max_length,
+            precision=args.precision,
+            show_progress=True,
+        )
+        rows.append(timed_evaluation(scorer, catalog, annotations, args.ks) | {"model": path})
+        del model
+
+    output_dir = Path(args.output_dir)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    table = results_table([(row["name"], row["metrics"]) for row in rows], args.ks)
+    print(table)
+    (output_dir / "results.md").write_text(table + "\n", encoding="utf-8")
+    write_json(output_dir / "results.json", report_header(args, catalog, annotations) | {"results": rows})
+    plot_comparison(
+        rows,
+        args.ks,
+        output_dir / "results.png",
+        title=f"{Path(args.catalog).name}: {annotations.num_pairs} pairs, {len(annotations.seeds)} seeds",
+    )
+    logger.info("Wrote results.md, results.json and results.png to %s.", output_dir)
+    return 0
+
+
+def plot_comparison(rows: Sequence[dict], ks: Sequence[int], path: Path, *, title: str) -> None:
+    """One panel per metric, a filtered (solid) and a raw (hatched) bar per scorer."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    names = ["mpr", "mrr", *(f"hr@{k}" for k in ks)]
+    labels = [row["name"] for row in rows]
+    positions = np.arange(len(rows))
+    figure, axes = plt.subplots(1, len(names), figsize=(3.2 * len(names), 4.5), squeeze=False)
+    for axis, name in zip(axes[0], names, strict=True):
+        axis.bar(positions - 0.2, [row["metrics"][name] for row in rows], width=0.4, label="filtered")
+        axis.bar(
+            positions + 0.2,
+            [row["metrics"][f"raw_{name}"] for row in rows],
+            width=0.4,
+            hatch="//",
+            fill=False,
+            label="raw",
+        )
+        axis.set_title(f"{metric_label(name)} (%)")
+        axis.set_xticks(positions, labels, rotation=45, ha="right", fontsize=8)
+    figure.suptitle(title)
+    figure.legend(*axes[0][0].get_legend_handles_labels(), loc="upper right", ncols=2, fontsize=8)
+    figure.tight_layout(rect=(0, 0, 1, 0.94))
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+
+
+def timed_evaluation(scorer: Scorer, catalog: Catalog, annotations: Annotations, ks: Sequence[int]) -> dict:
+    logger.info("Evaluating %s.", scorer.name)
+    start = time.perf_counter()
+    metrics = evaluate_scorer(scorer, catalog, annotations, ks=ks)
+    return {"name": scorer.name, "metrics": metrics, "seconds": round(time.perf_counter() - start, 2)}

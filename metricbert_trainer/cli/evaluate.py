@@ -1,0 +1,49 @@
+"""``metricbert evaluate``: ranking metrics of one model on annotated similar items."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from metricbert_trainer.cli.options import (
+    annotation_options,
+    catalog_options,
+    encoder_scorer,
+    load_cli_catalog,
+    model_options,
+    name_and_path,
+    report_header,
+    results_table,
+    write_json,
+)
+from metricbert_trainer.data.annotations import load_annotations
+from metricbert_trainer.evaluation.evaluator import evaluate_scorer
+from metricbert_trainer.evaluation.scorers import load_encoder
+
+
+def add_parser(commands: argparse._SubParsersAction) -> None:
+    evaluate = commands.add_parser(
+        "evaluate",
+        parents=[catalog_options(), annotation_options(), model_options()],
+        help="Ranking metrics of one model on annotated similar items.",
+    )
+    evaluate.add_argument("--output", default=None, help="Write the metrics to this JSON file.")
+    evaluate.set_defaults(command=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    catalog = load_cli_catalog(args)
+    annotations = load_annotations(args.annotations, catalog, on_unmatched=args.on_unmatched)
+    name, path = name_and_path(args.model)
+    model, tokenizer = load_encoder(path, device=args.device)
+    scorer = encoder_scorer(args, model, tokenizer, args.scorer, name, cache_path=args.cache)
+    metrics = evaluate_scorer(scorer, catalog, annotations, ks=args.ks)
+    print(results_table([(scorer.name, metrics)], args.ks))
+    if args.output:
+        report = report_header(args, catalog, annotations) | {
+            "model": path,
+            "scorer": args.scorer,
+            "metrics": metrics,
+        }
+        write_json(Path(args.output), report)
+    return 0

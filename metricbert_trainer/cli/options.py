@@ -1,0 +1,142 @@
+"""What several ``metricbert`` commands share: their option groups, catalog loading, model naming,
+the results table and the JSON report."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+
+from metricbert_trainer.data.annotations import ON_UNMATCHED, Annotations
+from metricbert_trainer.data.catalog import Catalog, load_catalog
+from metricbert_trainer.evaluation.neighbours import CONCAT, METRIC_INF, mode_label
+from metricbert_trainer.evaluation.scorers import EncoderScorer
+from metricbert_trainer.publishing.markdown import markdown_table
+
+logger = logging.getLogger("metricbert_trainer.cli")
+
+
+def catalog_options() -> argparse.ArgumentParser:
+    """The catalog file, its columns, and how its texts are encoded."""
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument("--catalog", required=True, help="Catalog file (CSV, TSV, JSONL or Parquet).")
+    parser.add_argument("--id-column", default="id", help="Column of unique item ids (default: id).")
+    parser.add_argument(
+        "--text-columns",
+        nargs="+",
+        default=["title", "description"],
+        help="Text fields, title first (default: title description).",
+    )
+    parser.add_argument("--batch-size", type=int, default=64, help="Encoding batch size.")
+    parser.add_argument("--max-length", type=int, default=128, help="Tokens kept per text.")
+    parser.add_argument("--device", default=None, help="Torch device (default: cuda when available).")
+    return parser
+
+
+def annotation_options() -> argparse.ArgumentParser:
+    """The annotated similar items the rankings are judged on."""
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument(
+        "--annotations",
+        required=True,
+        help="Annotated similar items: sommelier/proxy CSV or video-games JSON.",
+    )
+    parser.add_argument(
+        "--on-unmatched",
+        choices=ON_UNMATCHED,
+        default="error",
+        help="Annotations naming no catalog item: fail (default) or drop with a warning.",
+    )
+    parser.add_argument("--ks", type=int, nargs="+", default=[10, 100], help="Cut-offs of HR@k.")
+    return parser
+
+
+def model_options() -> argparse.ArgumentParser:
+    """One model and how it scores items."""
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument(
+        "--model",
+        required=True,
+        metavar="[NAME=]PATH",
+        help="Hugging Face or sentence-transformers model folder.",
+    )
+    parser.add_argument(
+        "--scorer",
+        default=METRIC_INF,
+        help=f"{METRIC_INF} (sum of per-field angular distances), {CONCAT} "
+        "(fields joined, the paper's Mean) or a field name.",
+    )
+    parser.add_argument("--cache", default=None, help="An .npz to keep the catalog embeddings in and reuse.")
+    return parser
+
+
+def encoder_scorer(
+    args: argparse.Namespace, model, tokenizer, mode: str, name: str, cache_path: str | None = None
+) -> EncoderScorer:
+    """The library's scorer of an encoder under ``mode``, with the command's batch size and
+    truncation, named as its result rows are."""
+    return EncoderScorer(
+        model,
+        tokenizer,
+        mode=mode,
+        name=f"{name} ({mode_label(mode)})",
+        batch_size=args.batch_size,
+        max_length=args.max_length,
+        cache_path=cache_path,
+        show_progress=True,
+    )
+
+
+HEAD_METRICS = ("map", "ndcg@20")
+
+
+def results_table(rows: Sequence[tuple[str, dict[str, float]]], ks: Sequence[int]) -> str:
+    """Filtered then raw metrics, then the per-seed MAP and NDCG@20, one row per scorer, to one decimal."""
+    names = ["mpr", "mrr", *(f"hr@{k}" for k in ks)]
+    headers = [metric_label(name) for name in names] + [f"raw {metric_label(name)}" for name in names]
+    headers += [metric_label(name) for name in HEAD_METRICS]
+    table = []
+    for label, metrics in rows:
+        values = [metrics[name] for name in names] + [metrics[f"raw_{name}"] for name in names]
+        values += [metrics[name] for name in HEAD_METRICS]
+        table.append([label, *(f"{value:.1f}" for value in values)])
+    return markdown_table(["Scorer", *headers], table, align="l" + "r" * len(headers))
+
+
+def load_cli_catalog(args: argparse.Namespace) -> Catalog:
+    id_column = args.id_column or None  # --id-column "" numbers the rows
+    return load_catalog(args.catalog, id_column=id_column, text_columns=args.text_columns)
+
+
+def name_and_path(spec: str) -> tuple[str, str]:
+    """``NAME=PATH`` or ``PATH`` (named after its folder)."""
+    name, separator, path = spec.partition("=")
+    if separator and name and "/" not in name:
+        return name, path
+    return Path(spec).name, spec
+
+
+def report_header(args: argparse.Namespace, catalog: Catalog, annotations: Annotations) -> dict:
+    return {
+        "catalog": args.catalog,
+        "text_columns": list(catalog.fields),
+        "num_items": len(catalog),
+        "annotations": args.annotations,
+        "num_seeds": len(annotations.seeds),
+        "num_pairs": annotations.num_pairs,
+        "ks": list(args.ks),
+        "max_length": args.max_length,
+        "metric_definitions": "filtered: mpr, mrr, hr@k; raw: raw_*; percent; see docs/evaluation.md",
+    }
+
+
+def write_json(path: Path, content: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(content, indent=2) + "\n", encoding="utf-8")
+    logger.info("Wrote %s.", path)
+
+
+def metric_label(name: str) -> str:
+    return name.upper()  # mpr -> MPR, hr@10 -> HR@10

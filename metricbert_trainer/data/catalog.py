@@ -1,0 +1,254 @@
+"""Loading a catalog: items with an id and two or more text fields (title, description, ...).
+
+Everything downstream (collator, trainer, inference, evaluation) sees a ``datasets.Dataset`` with
+a string ``id`` column and one column per text field, so a wine, a video game or a user's product
+is just a catalog item. Real catalogs are messy: the loader names the file, the row and the
+column when something is wrong, and skips empty texts with a count unless asked to be strict.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import datasets
+import pandas as pd
+
+from metricbert_trainer.errors import UsageError
+
+logger = logging.getLogger(__name__)
+
+SUPPORTED_SUFFIXES = {
+    ".csv": "csv",
+    ".tsv": "tsv",
+    ".jsonl": "jsonl",
+    ".json": "jsonl",
+    ".parquet": "parquet",
+}
+
+
+class CatalogError(UsageError):
+    """A catalog that cannot be used as it is; the message says where and what to do."""
+
+
+@dataclass(frozen=True)
+class Catalog:
+    """A loaded catalog: ``dataset`` has an ``id`` column (strings) and one column per field."""
+
+    dataset: datasets.Dataset
+    fields: tuple[str, ...]
+    source: str
+
+    def __len__(self) -> int:
+        return len(self.dataset)
+
+    @property
+    def ids(self) -> list[str]:
+        return self.dataset["id"]
+
+    def texts(self, field: str) -> list[str]:
+        return self.dataset[field]
+
+    @property
+    def display_titles(self) -> list[str]:
+        """The first field, which is what people recognise an item by."""
+        return self.dataset[self.fields[0]]
+
+
+def load_catalog(
+    source: str | Path | datasets.Dataset | pd.DataFrame,
+    *,
+    id_column: str | None = "id",
+    text_columns: Sequence[str] = ("title", "description"),
+    strict: bool = False,
+    min_items: int = 2,
+    name: str | None = None,
+) -> Catalog:
+    """Reads a catalog from a CSV/TSV/JSONL/Parquet file, a ``datasets.Dataset`` or a DataFrame.
+
+    Args:
+        source: the file path, or an in-memory table.
+        id_column: the column holding unique item ids; ``None`` numbers the rows from 0.
+        text_columns: the text fields, in order; the first is the title, shown in listings.
+        strict: raise on empty or missing texts instead of skipping those items.
+        min_items: fewer usable items than this is an error (a batch needs negatives).
+        name: what messages and ``Catalog.source`` call an in-memory table (e.g. its Hub id).
+    """
+    text_columns = tuple(text_columns)
+    if len(text_columns) < 2:
+        raise CatalogError(
+            f"A catalog needs at least two text columns (title, description); got {text_columns}."
+        )
+    if len(set(text_columns)) != len(text_columns):
+        raise CatalogError(f"text_columns repeats a column: {text_columns}.")
+    frame, read_name = _read_table(source)
+    name = name or read_name
+    require_columns(
+        frame,
+        name,
+        ([id_column] if id_column is not None else []) + list(text_columns),
+        "id_column/text_columns (or --id_column/--text_columns)",
+    )
+
+    ids = frame[id_column] if id_column is not None else pd.Series(range(len(frame)), index=frame.index)
+    ids = ids.map(_id_or_none)
+    missing = ids.isna()
+    if missing.any():
+        raise CatalogError(
+            f"{name}: column {id_column!r} is empty or missing in {int(missing.sum())} rows "
+            f"(first file lines: {_first_file_lines(missing)}); fill them, or pass id_column=None to number the rows."
+        )
+    duplicated = ids[ids.duplicated(keep=False)]
+    if len(duplicated):
+        examples = ", ".join(sorted(set(duplicated.head(10))))
+        raise CatalogError(
+            f"{name}: column {id_column!r} has {duplicated.nunique()} duplicated ids (e.g. {examples}); "
+            "ids must be unique, or pass id_column=None to number the rows."
+        )
+
+    table = pd.DataFrame({"id": ids})
+    usable = pd.Series(True, index=frame.index)
+    for column in text_columns:
+        texts = frame[column].map(_text_or_none)
+        empty = texts.isna()
+        if empty.any():
+            if strict:
+                raise CatalogError(
+                    f"{name}: column {column!r} is empty or missing in {int(empty.sum())} rows "
+                    f"(first file lines: {_first_file_lines(empty)}); fill them or drop strict mode to skip those items."
+                )
+            logger.warning("%s: skipping %d items with an empty %r.", name, int(empty.sum()), column)
+        usable &= ~empty
+        table[column] = texts
+    table = table[usable.to_numpy()].reset_index(drop=True)
+    if len(table) < min_items:
+        raise CatalogError(f"{name}: only {len(table)} usable items; at least {min_items} are needed.")
+    dataset = datasets.Dataset.from_pandas(table, preserve_index=False)
+    logger.info("Loaded %d items with fields %s from %s.", len(dataset), text_columns, name)
+    return Catalog(dataset=dataset, fields=text_columns, source=name)
+
+
+def catalog_column(
+    source: str | Path | datasets.Dataset | pd.DataFrame,
+    catalog: Catalog,
+    column: str,
+    *,
+    id_column: str | None = "id",
+) -> list[str]:
+    """The values of another ``column`` of the catalog's source, one per item of ``catalog``, in
+    its order (empty values as ``"(none)"``).
+
+    For displays only, such as colouring a plot: ``load_catalog`` keeps the text fields alone so
+    that no model or score can read metadata that annotations may be derived from.
+    """
+    frame, name = _read_table(source)
+    if column not in frame.columns:
+        raise CatalogError(f"{name}: no column {column!r}; the columns found are {list(frame.columns)}.")
+    ids = frame[id_column] if id_column is not None else pd.Series(range(len(frame)), index=frame.index)
+    values = dict(zip(ids.map(_id_or_none), frame[column].map(_text_or_none), strict=True))
+    return [values.get(item) or "(none)" for item in catalog.ids]
+
+
+def _read_table(source: str | Path | datasets.Dataset | pd.DataFrame) -> tuple[pd.DataFrame, str]:
+    if isinstance(source, datasets.Dataset):
+        return source.to_pandas(), "the given dataset"
+    if isinstance(source, pd.DataFrame):
+        return source.reset_index(drop=True), "the given DataFrame"
+    path = Path(source)
+    return read_catalog_file(path), str(path)
+
+
+def read_catalog_file(path: Path, kind: str | None = None) -> pd.DataFrame:
+    """The table in the file ``path``, read as ``kind`` (csv, tsv, jsonl or parquet; by default the
+    one its suffix names). Every failure is a ``CatalogError`` naming the file, and for bytes that
+    are not UTF-8 the line."""
+    if not path.is_file():
+        raise CatalogError(f"Catalog file not found: {path}.")
+    kind = kind or SUPPORTED_SUFFIXES.get(path.suffix.lower())
+    if kind is None:
+        raise CatalogError(
+            f"{path}: unsupported catalog format {path.suffix!r}; use one of {sorted(SUPPORTED_SUFFIXES)}."
+        )
+    try:
+        if kind in ("csv", "tsv"):
+            return read_csv_strings(path, sep="\t" if kind == "tsv" else ",")
+        if kind == "jsonl":
+            return pd.read_json(path, lines=True, dtype=False, encoding="utf-8")
+        return pd.read_parquet(path)
+    except UnicodeDecodeError as error:
+        raise CatalogError(not_utf8_message(path, error)) from error
+    # TypeError: a JSONL line that is not an object; OSError: pyarrow on a damaged Parquet file.
+    except (ValueError, TypeError, OSError, pd.errors.ParserError) as error:
+        raise CatalogError(f"{path}: cannot be parsed as {kind}: {error}") from error
+
+
+def read_csv_strings(path: Path, sep: str) -> pd.DataFrame:
+    """Reads a CSV/TSV file with every cell as a string, so that '007' stays '007' and 'NA' stays
+    a word; empty cells are NaN.
+
+    Raises pandas' ``UnicodeDecodeError`` and ``ValueError``, and a ``ValueError`` when the first row
+    has more fields than the header, which pandas would otherwise quietly read as the row's index,
+    shifting every column (a later such row is already a parser error).
+    """
+    frame = pd.read_csv(path, sep=sep, dtype=str, keep_default_na=False, na_values=[""], encoding="utf-8")
+    if not isinstance(frame.index, pd.RangeIndex):
+        raise ValueError(
+            f"line 2 has {frame.index.nlevels + len(frame.columns)} fields but the header has "
+            f"{len(frame.columns)}; quote the texts that contain the separator {sep!r}"
+        )
+    return frame
+
+
+def not_utf8_message(path: Path, error: UnicodeDecodeError) -> str:
+    """What to say about a file that is not valid UTF-8: which line, and what to do."""
+    return (
+        f"{path}: line {_first_invalid_utf8_line(path)} is not valid UTF-8 ({error.reason}); "
+        "re-encode the file as UTF-8."
+    )
+
+
+def _first_invalid_utf8_line(path: Path) -> int:
+    """The 1-based number of the file's first line that is not valid UTF-8 (0 if none is).
+
+    Parsers decode in chunks, so a decoding error's offset is not the file's: scan line by line.
+    """
+    with open(path, "rb") as handle:
+        for number, line in enumerate(handle, start=1):
+            try:
+                line.decode("utf-8")
+            except UnicodeDecodeError:
+                return number
+    return 0
+
+
+def require_columns(frame: pd.DataFrame, name: str, wanted: Sequence[str], options: str) -> None:
+    """A ``CatalogError`` listing the columns found when any of ``wanted`` is missing; ``options``
+    names the settings that say which columns to read."""
+    missing = [column for column in wanted if column not in frame.columns]
+    if missing:
+        raise CatalogError(
+            f"{name}: missing column(s) {missing}; the columns found are {list(frame.columns)}. "
+            f"Set {options} to the names your file uses."
+        )
+
+
+def _first_file_lines(flagged: pd.Series) -> list[int]:
+    """The file lines of the first ten flagged rows: +2 for the header line and 1-based lines."""
+    return [int(index) + 2 for index in flagged[flagged].index[:10]]
+
+
+def _text_or_none(value: object) -> str | None:
+    # pd.isna covers None, NaN of any float type, pd.NA and NaT, which str() would turn into words.
+    if pd.api.types.is_scalar(value) and pd.isna(value):
+        return None
+    text = str(value).strip()
+    return text or None
+
+
+def _id_or_none(value: object) -> str | None:
+    # Integer-valued floats (pandas turns int columns with gaps into floats) print without '.0'.
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return _text_or_none(value)

@@ -1,0 +1,89 @@
+"""Choosing ``max_length`` from the catalog instead of one number for every catalog.
+
+Wine reviews run to about 60 tokens, while catalogs of articles or package descriptions run to
+200-300: a fixed 128 wastes padding-free compute on the first and cuts the second in half, and
+the model then learns (and, saved with that length, ranks) from half a description. The data
+decide instead: the given percentile of each field's token lengths, the largest over the fields.
+Shorter fields lose nothing by the larger value: every field is padded only to its own longest
+text in the batch (``collator``).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+from transformers import PreTrainedTokenizerBase
+
+from metricbert_trainer.errors import UsageError
+
+logger = logging.getLogger(__name__)
+
+# Lengths are rounded up to a multiple of this: tensor kernels like it, and it keeps reported values round.
+LENGTH_MULTIPLE = 8
+
+
+def token_lengths(tokenizer: PreTrainedTokenizerBase, texts: Sequence[str]) -> np.ndarray:
+    """Tokens per text, special tokens included (what truncation counts)."""
+    return np.asarray(
+        [len(ids) for ids in tokenizer(list(texts), truncation=False, verbose=False)["input_ids"]]
+    )
+
+
+def data_driven_max_length(
+    tokenizer: PreTrainedTokenizerBase,
+    fields: Mapping[str, Sequence[str]],
+    *,
+    percentile: float = 95.0,
+    cap: int = 256,
+) -> int:
+    """The ``percentile`` of each field's token lengths, the largest over ``fields``, rounded up to
+    a multiple of ``LENGTH_MULTIPLE`` and capped at ``cap`` (and at the tokenizer's own limit)."""
+    covered = {
+        name: float(np.percentile(token_lengths(tokenizer, texts), percentile))
+        for name, texts in fields.items()
+        if len(texts)
+    }
+    if not covered:
+        raise ValueError("No texts to choose max_length from.")
+    longest = max(covered.values())
+    chosen = min(LENGTH_MULTIPLE * math.ceil(longest / LENGTH_MULTIPLE), cap, tokenizer.model_max_length)
+    logger.info(
+        "max_length %d: the %gth percentile of the token lengths (%s), capped at %d.",
+        chosen,
+        percentile,
+        ", ".join(f"{name} {value:.0f}" for name, value in covered.items()),
+        cap,
+    )
+    return int(chosen)
+
+
+def resolve_max_length(
+    args, tokenizer: PreTrainedTokenizerBase | None, dataset, fields: Sequence[str], model=None
+) -> int:
+    """Sets ``args.max_length`` from ``dataset``'s ``fields`` when the configuration left it unset;
+    with no catalog (or tokenizer) to measure, to ``args.max_length_cap``. Either way no longer
+    than ``model``'s position embeddings reach: a longer explicit one is a ``UsageError``, which
+    would otherwise be an index error in the embeddings at the first long batch."""
+    cap = args.max_length_cap
+    positions = getattr(getattr(model, "config", None), "max_position_embeddings", None)
+    if isinstance(positions, int) and positions > 0:
+        cap = min(cap, positions)
+        if args.max_length is not None and args.max_length > positions:
+            raise UsageError(
+                f"max_length {args.max_length} is longer than the model's {positions} position embeddings; "
+                f"use at most {positions}"
+            )
+    if args.max_length is not None:
+        return args.max_length
+    if dataset is None or tokenizer is None:
+        args.max_length = cap
+        logger.info("max_length %d: the cap, as there is no catalog to choose it from.", cap)
+    else:
+        texts = {name: [str(text) for text in dataset[name]] for name in fields}
+        args.max_length = data_driven_max_length(
+            tokenizer, texts, percentile=args.max_length_percentile, cap=cap
+        )
+    return args.max_length

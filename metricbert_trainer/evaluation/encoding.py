@@ -1,0 +1,258 @@
+"""Embedding catalog texts with a MetricBERT (or any Hugging Face) encoder for ranking.
+
+An item's vector for a view is the attention-masked mean of the encoder's last hidden layer,
+the same pooling the model is trained with. Texts are batched in order of token length so a
+batch pads to a similar length, which roughly halves the work on catalogs whose descriptions
+vary a lot; the vectors come back in the original order. Encoding a whole catalog is the costly
+part of an evaluation, so ``encode_catalog`` can keep the result in an ``.npz`` keyed by a
+fingerprint of everything that determines it and reuse it while that stays the same.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+from metricbert_trainer.base.distributed import world_size
+from metricbert_trainer.base.pooling import mean_pool
+from metricbert_trainer.data.catalog import Catalog
+from metricbert_trainer.evaluation.neighbours import METRIC_INF, catalog_views
+
+logger = logging.getLogger(__name__)
+
+# Bump when the embedding recipe (pooling, layer, tokenisation) changes, so old caches are ignored.
+CACHE_FORMAT = "metricbert-embeddings-v1"
+
+
+def encode_texts(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    texts: Sequence[str],
+    *,
+    batch_size: int = 64,
+    max_length: int = 128,
+    show_progress: bool = False,
+    across_processes: bool = False,
+) -> np.ndarray:
+    """Mean-pooled last-layer embeddings of ``texts`` as a float32 ``[N, hidden]`` array, in order.
+
+    Runs on the model's device under ``torch.inference_mode`` (bf16, or fp16 where bf16 is not
+    supported, autocast on CUDA only), through ``model.base_model`` so a checkpoint saved with its
+    MLM head works as well as a bare encoder. The model's train/eval mode is restored afterwards,
+    so the trainer can call this between steps.
+
+    ``across_processes``: in a distributed run, every process must call this with the same
+    texts; each encodes an equal share (every P-th text by length, so shares cost the same and,
+    under ZeRO-3 or FSDP, every process runs the same number of forwards) and all receive the
+    whole result.
+    """
+    texts = list(texts)
+    if not texts:
+        return np.zeros((0, model.config.hidden_size), dtype=np.float32)
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be at least 1; got {batch_size}.")
+    lengths = [len(ids) for ids in tokenizer(texts, truncation=True, max_length=max_length)["input_ids"]]
+    # Longest first: a batch that does not fit in memory fails at once, not at the end.
+    order = np.argsort(-np.asarray(lengths), kind="stable")
+    processes = world_size() if across_processes else 1
+    embeddings = np.empty((len(texts), model.config.hidden_size), dtype=np.float32)
+    if processes == 1:
+        embeddings[order] = _encode_rows(
+            model, tokenizer, texts, order, batch_size, max_length, show_progress
+        )
+        return embeddings
+    shares = [order[rank::processes] for rank in range(processes)]
+    share_size = len(shares[0])
+    own = shares[torch.distributed.get_rank()]
+    # Shares differ by at most one text; repeating one keeps every process's batch count equal.
+    padded = np.concatenate([own, np.repeat(order[:1], share_size - len(own))])
+    local = _encode_rows(model, tokenizer, texts, padded, batch_size, max_length, show_progress)
+    device = next(model.parameters()).device
+    gathered = [torch.empty(local.shape, device=device) for _ in range(processes)]
+    torch.distributed.all_gather(gathered, torch.from_numpy(local).to(device))
+    for rows, vectors in zip(shares, gathered, strict=True):
+        embeddings[rows] = vectors[: len(rows)].cpu().numpy()
+    return embeddings
+
+
+def _encode_rows(model, tokenizer, texts, rows, batch_size, max_length, show_progress) -> np.ndarray:
+    """The embeddings of ``texts[rows]``, in the order of ``rows``, in batches of consecutive rows."""
+    device = next(model.parameters()).device
+    vectors = np.empty((len(rows), model.config.hidden_size), dtype=np.float32)
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.inference_mode(), inference_autocast(device):
+            for start in tqdm(
+                range(0, len(rows), batch_size), desc="Encoding", unit="batch", disable=not show_progress
+            ):
+                batch = tokenizer(
+                    [texts[i] for i in rows[start : start + batch_size]],
+                    padding=True,
+                    truncation=True,
+                    max_length=max_length,
+                    return_tensors="pt",
+                ).to(device)
+                hidden = model.base_model(**batch).last_hidden_state
+                vectors[start : start + batch_size] = (
+                    mean_pool(hidden.float(), batch["attention_mask"]).cpu().numpy()
+                )
+    finally:
+        model.train(was_training)
+    return vectors
+
+
+def encode_catalog(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    catalog: Catalog,
+    *,
+    mode: str = METRIC_INF,
+    batch_size: int = 64,
+    max_length: int = 128,
+    cache_path: str | Path | None = None,
+    show_progress: bool = False,
+    across_processes: bool = False,
+) -> dict[str, np.ndarray]:
+    """Embeds every item of ``catalog`` for a scoring ``mode``: one ``[N, hidden]`` matrix per view.
+
+    The default mode, ``metric_inf``, gives one matrix per field; ``concat`` gives a single
+    ``"concat"`` matrix of the fields joined by a space (see ``neighbours.catalog_views``).
+
+    With ``cache_path``, the matrices are read from that ``.npz`` when its fingerprint (model
+    weights and config, tokenizer, ``max_length``, mode and texts) matches, and otherwise encoded
+    and written there, replacing what it held. ``across_processes`` shares the encoding among
+    the processes of a distributed run (see ``encode_texts``).
+    """
+    views = catalog_views(catalog, mode)
+
+    def encode_views() -> dict[str, np.ndarray]:
+        return {
+            name: encode_texts(
+                model,
+                tokenizer,
+                texts,
+                batch_size=batch_size,
+                max_length=max_length,
+                show_progress=show_progress,
+                across_processes=across_processes,
+            )
+            for name, texts in views.items()
+        }
+
+    if cache_path is None:
+        return encode_views()
+    cache_path = Path(cache_path)
+    fingerprint = embedding_fingerprint(model, tokenizer, views, max_length=max_length)
+    cached = _read_cache(cache_path, fingerprint, list(views))
+    if cached is not None:
+        logger.info("Reusing catalog embeddings from %s.", cache_path)
+        return cached
+    embeddings = encode_views()
+    _write_cache(cache_path, fingerprint, embeddings)
+    return embeddings
+
+
+def embedding_fingerprint(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    views: dict[str, list[str]],
+    *,
+    max_length: int,
+) -> str:
+    """A hex digest that changes whenever the embeddings of ``views`` could change."""
+    digest = hashlib.blake2b(digest_size=20)
+
+    def add(text: str) -> None:
+        data = text.encode("utf-8")
+        digest.update(len(data).to_bytes(8, "little") + data)
+
+    add(CACHE_FORMAT)
+    add(type(model.base_model).__name__)
+    # Paths and versions do not change the output, so a moved or re-saved model keeps its cache.
+    config = {
+        key: value
+        for key, value in model.config.to_dict().items()
+        if not key.startswith("_") and key != "transformers_version"
+    }
+    add(json.dumps(config, sort_keys=True, default=str))
+    for name, tensor in model.base_model.state_dict().items():
+        # The pooler is unused by mean pooling, and AutoModel initialises it at random when loading
+        # an MLM checkpoint, which would otherwise change the fingerprint on every load.
+        if name.startswith("pooler."):
+            continue
+        add(name)
+        digest.update(tensor.detach().cpu().reshape(-1).contiguous().view(torch.uint8).numpy().tobytes())
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is not None:
+        # Padding and truncation hold the settings of the last call, not properties of the tokenizer.
+        settings = {
+            key: value
+            for key, value in json.loads(backend.to_str()).items()
+            if key not in ("padding", "truncation")
+        }
+        add(json.dumps(settings, sort_keys=True))
+    else:
+        add(json.dumps(tokenizer.get_vocab(), sort_keys=True))
+    add(f"{tokenizer.truncation_side} {max_length}")
+    for name, texts in views.items():
+        add(name)
+        add(str(len(texts)))
+        for text in texts:
+            add(text)
+    return digest.hexdigest()
+
+
+def _read_cache(path: Path, fingerprint: str, names: list[str]) -> dict[str, np.ndarray] | None:
+    if not path.is_file():
+        return None
+    try:
+        with np.load(path, allow_pickle=False) as stored:
+            if "fingerprint" not in stored.files or str(stored["fingerprint"]) != fingerprint:
+                logger.info("%s holds embeddings of another model, catalog or setting; re-encoding.", path)
+                return None
+            if any(f"view:{name}" not in stored.files for name in names):
+                return None
+            return {name: stored[f"view:{name}"] for name in names}
+    except (OSError, ValueError) as error:
+        logger.warning("Cannot read the embedding cache %s (%s); re-encoding.", path, error)
+        return None
+
+
+def _write_cache(path: Path, fingerprint: str, embeddings: dict[str, np.ndarray]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # Write beside and rename, so an interrupted run never leaves a truncated cache behind.
+    partial = path.with_name(path.name + ".partial.npz")
+    np.savez(
+        partial,
+        fingerprint=np.array(fingerprint),
+        **{f"view:{name}": matrix for name, matrix in embeddings.items()},
+    )
+    partial.replace(path)
+    logger.info("Wrote catalog embeddings to %s.", path)
+
+
+# Inference precisions: "auto" is bf16 (fp16 where unsupported) on CUDA and fp32 elsewhere; "bf16"
+# also autocasts on CPU, which CPUs with AMX or AVX512-BF16 run about twice as fast (scores move by
+# about 1e-3, see docs/recobert.md); "fp32" never autocasts.
+PRECISIONS = ("auto", "bf16", "fp32")
+
+
+def inference_autocast(device: torch.device, precision: str = "auto") -> contextlib.AbstractContextManager:
+    """The autocast context an inference forward runs under on ``device``, for ``precision``."""
+    if precision not in PRECISIONS:
+        raise ValueError(f"Unknown precision {precision!r}; use one of {', '.join(PRECISIONS)}.")
+    if precision == "fp32" or (precision == "auto" and device.type != "cuda"):
+        return contextlib.nullcontext()
+    if precision == "bf16" or torch.cuda.is_bf16_supported():
+        return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
+    return torch.autocast(device_type="cuda", dtype=torch.float16)

@@ -1,0 +1,110 @@
+"""Evaluating a scorer or a model in training on annotated similar items.
+
+Only the seeds' rows of the distance matrix are needed (each seed against every item), so once
+the catalog is encoded an evaluation is a few hundred thousand distances, not ``N x N``.
+``RankingEvaluator`` is the callable the trainer runs at each evaluation; ``evaluate_scorer``
+serves the CLI and the baselines, through the same ranking and metrics code.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+from metricbert_trainer.base.distances import Distance
+from metricbert_trainer.data.annotations import Annotations
+from metricbert_trainer.data.catalog import Catalog
+from metricbert_trainer.evaluation.metrics import ranking_metrics
+from metricbert_trainer.evaluation.neighbours import METRIC_INF, Matrix, catalog_views, distance_rows
+from metricbert_trainer.evaluation.scorers import EncoderScorer, Scorer
+
+
+def evaluate_vectors(
+    vectors: Mapping[str, Matrix],
+    distance: Distance | str,
+    annotations: Annotations,
+    *,
+    ks: Sequence[int] = (10, 100),
+) -> dict[str, float]:
+    """Filtered (``mpr``, ``mrr``, ``hr@k``) and raw (``raw_*``) metrics of ranking by ``vectors``."""
+    return evaluate_distance_rows(distance_rows(vectors, distance, annotations.seeds), annotations, ks=ks)
+
+
+def evaluate_scorer(
+    scorer: Scorer, catalog: Catalog, annotations: Annotations, *, ks: Sequence[int] = (10, 100)
+) -> dict[str, float]:
+    """Ranks ``catalog`` with ``scorer`` from each seed and returns its metrics on ``annotations``."""
+    return evaluate_distance_rows(scorer.distance_rows(catalog, annotations.seeds), annotations, ks=ks)
+
+
+def evaluate_distance_rows(
+    rows: np.ndarray, annotations: Annotations, *, ks: Sequence[int] = (10, 100)
+) -> dict[str, float]:
+    """Metrics of distance rows ``[num_seeds, N]``, one per seed in ``annotations.seeds`` order."""
+    seeds = annotations.seeds
+    return ranking_metrics(rows, seeds, [annotations.similar[seed] for seed in seeds], ks)
+
+
+@dataclass
+class RankingEvaluator:
+    """Ranking metrics of a model in training, as a flat dict the trainer prefixes with ``eval_``.
+
+    ``mpr``, ``mrr`` and ``hr@k`` are the filtered variant (the primary numbers), ``raw_mpr``,
+    ``raw_mrr`` and ``raw_hr@k`` the raw one; see ``metrics`` for the definitions.
+
+    Example::
+
+        evaluator = RankingEvaluator(catalog, load_annotations("proxy.csv", catalog))
+        metrics = evaluator(model, tokenizer)  # {"mpr": 92.6, "mrr": 4.3, "hr@10": 9.7, ...}
+    """
+
+    catalog: Catalog
+    annotations: Annotations
+    mode: str = METRIC_INF
+    batch_size: int = 64
+    max_length: int = 128
+    ks: tuple[int, ...] = (10, 100)
+
+    def __post_init__(self) -> None:
+        catalog_views(self.catalog, self.mode)  # an unknown mode fails here, not after training
+        largest = max(
+            max(self.annotations.similar), *(max(items) for items in self.annotations.similar.values())
+        )
+        if largest >= len(self.catalog):
+            raise ValueError(
+                f"The annotations {self.annotations.source} refer to items beyond the "
+                f"{len(self.catalog)} of the catalog {self.catalog.source}; load them with this catalog."
+            )
+
+    def __call__(self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> dict[str, float]:
+        return evaluate_scorer(self.scorer(model, tokenizer), self.catalog, self.annotations, ks=self.ks)
+
+    def scorer(self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> Scorer:
+        """How the model in training ranks the catalog: its embeddings under ``mode``. The trainer
+        evaluates on every process at once, so in a distributed run they share the encoding."""
+        return EncoderScorer(
+            model,
+            tokenizer,
+            mode=self.mode,
+            batch_size=self.batch_size,
+            max_length=self.max_length,
+            across_processes=True,
+        )
+
+
+@dataclass
+class SequentialEvaluator:
+    """Several evaluators run one after the other, their metrics merged into one flat dict (as
+    sentence-transformers' ``SequentialEvaluator``): the annotations' ranking metrics and the
+    label-free signals of one evaluation, say."""
+
+    evaluators: Sequence
+
+    def __call__(self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> dict[str, float]:
+        metrics: dict[str, float] = {}
+        for evaluator in self.evaluators:
+            metrics.update(evaluator(model, tokenizer))
+        return metrics

@@ -1,0 +1,195 @@
+"""``MetricBertConfig``: the training arguments of ``MetricBertTrainer``, MetricBERT's loss included.
+
+Every field carries help text, so ``--help`` documents it and a YAML recipe can set it. Names
+are checked when the configuration is built, so a typo fails before any model is loaded.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from metricbert_trainer.base.config import CatalogTrainerConfig, checked_choice
+from metricbert_trainer.base.distances import Distance
+from metricbert_trainer.metricbert.forward import PoolingInput
+from metricbert_trainer.metricbert.losses import Objective, build_loss
+from metricbert_trainer.metricbert.losses.mining import Anchors, Mining, NegativePool
+
+
+@dataclass
+class MetricBertConfig(CatalogTrainerConfig):
+    """``TrainingArguments`` plus MetricBERT's loss: ``L = mlm_weight * L_MLM + triplet_weight * L_T``.
+
+    ``L_T`` is the triplet loss unless ``objective`` names another member of the loss family
+    (``metricbert_trainer.metricbert.losses``); ``triplet_weight`` is then that term's weight.
+
+    The defaults are the best configuration of the quality study (docs/quality.md): hard in-batch
+    negatives with suspected false negatives filtered by the starting model, and no MLM term. The
+    paper's literal objective is ``mlm_weight=1, mlm_probability=0.15, false_negative_filter=False``
+    (``recipes/wines/paper.yaml``).
+    """
+
+    objective: Objective = field(
+        default=Objective.TRIPLET,
+        metadata={
+            "help": "Metric-learning objective: triplet (MetricBERT), contrastive, cosine, mnrl or logistic_triplet."
+        },
+    )
+    margin: float = field(default=0.1, metadata={"help": "Triplet margin m in max(0, m + d(a,p) - d(a,n))."})
+    positive_margin: float = field(
+        default=1.0,
+        metadata={"help": "contrastive/cosine: positive pairs are pulled until their cosine reaches m_pos."},
+    )
+    negative_margin: float | None = field(
+        default=None,
+        metadata={
+            "help": "contrastive/cosine: negative pairs are pushed until their cosine falls to m_neg "
+            "(default 0 for contrastive, -1 for cosine)."
+        },
+    )
+    scale: float = field(
+        default=20.0, metadata={"help": "mnrl: inverse temperature applied to the cosine similarities."}
+    )
+    triplet_weight: float = field(
+        default=1.0, metadata={"help": "lambda, the weight of the triplet loss (or of the chosen objective)."}
+    )
+    distance: Distance = field(
+        default=Distance.ANGULAR,
+        metadata={"help": "Distance of the triplet loss: angular (arccos(cos)/pi), cosine or euclidean."},
+    )
+    mining: Mining = field(
+        default=Mining.HARD, metadata={"help": "Negative mining: hard (closest), random or semi_hard."}
+    )
+    anchors: Anchors = field(
+        default=Anchors.BOTH, metadata={"help": "Anchors: both fields of every item, or the title only."}
+    )
+    negative_pool: NegativePool = field(
+        default=NegativePool.ALL,
+        metadata={
+            "help": "Where negatives come from: all other elements, or only the positive's field (other_field)."
+        },
+    )
+    pooling_input: PoolingInput = field(
+        default=PoolingInput.MASKED,
+        metadata={"help": "Pool sentence vectors from the masked MLM pass, or from a second unmasked pass."},
+    )
+    false_negative_filter: bool = field(
+        default=True,
+        metadata={
+            "help": "Do not mine candidates that the starting model already places closer to the anchor than its "
+            "positive (GISTEmbed-style guided selection with the frozen starting model as the guide)."
+        },
+    )
+    false_negative_margin: float = field(
+        default=0.0,
+        metadata={
+            "help": "With false_negative_filter, also skip candidates the starting model places less than this much "
+            "(in angular distance, 0-1) farther from the anchor than its positive: near-duplicates of the positive "
+            "(GISTEmbed's absolute margin). 0: only candidates closer than the positive."
+        },
+    )
+    gather_across_devices: bool = field(
+        default=True,
+        metadata={
+            "help": "With several processes (DDP, DeepSpeed, FSDP), mine each anchor's negatives from the batches of "
+            "all processes rather than its own; off: each process mines its own batch."
+        },
+    )
+    guide_diagnostics: bool = field(
+        default=True,
+        metadata={
+            "help": "Keep a frozen copy of the starting encoder and log guide_negative_closer_rate (share of mined "
+            "negatives it ranks above the positive) at each logging step."
+        },
+    )
+    distill_weight: float = field(
+        default=1.0,
+        metadata={
+            "help": "Weight of the guard against forgetting: the KL divergence between the in-batch similarity "
+            "distributions of the frozen starting model and of the model in training (losses.distillation), "
+            "logged as distill_loss. 0 leaves it out. Default 1: without it the recipe lowered its starting "
+            "encoder on a second catalog (docs/quality.md)."
+        },
+    )
+    distill_temperature: float = field(
+        default=0.05, metadata={"help": "Temperature of the similarity softmaxes of the distillation term."}
+    )
+    distill_include_positive: bool = field(
+        default=False,
+        metadata={
+            "help": "Distil the anchor's similarity to its own positive too. Default off: aligning an item's "
+            "fields is the metric term's job, and distilling it held back the gain on the wine sample."
+        },
+    )
+    mlm_head_warmup_steps: int = field(
+        default=0,
+        metadata={
+            "help": "Before the joint objective, train only the MLM head (encoder frozen) for this many batches, "
+            "so L_MLM starts from a head that predicts tokens (all-MiniLM-L6-v2 ships without one). Skipped when "
+            "resuming. Needs mlm_weight > 0."
+        },
+    )
+    mlm_head_warmup_learning_rate: float = field(
+        default=1e-3, metadata={"help": "AdamW learning rate of the MLM-head warm-up."}
+    )
+    mlm_weight_ramp_steps: int = field(
+        default=0,
+        metadata={
+            "help": "Raise the MLM weight linearly from 0 to mlm_weight over the first N optimizer steps."
+        },
+    )
+    collapse_warning_spread: float = field(
+        default=0.05,
+        metadata={
+            "help": "Warn when the mean angular distance between batch elements falls below this (collapse)."
+        },
+    )
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.objective = checked_choice(Objective, self.objective, "objective")
+        self.distance = checked_choice(Distance, self.distance, "distance")
+        self.mining = checked_choice(Mining, self.mining, "mining")
+        self.anchors = checked_choice(Anchors, self.anchors, "anchors")
+        self.negative_pool = checked_choice(NegativePool, self.negative_pool, "negative_pool")
+        self.pooling_input = checked_choice(PoolingInput, self.pooling_input, "pooling_input")
+        if self.margin < 0:
+            raise ValueError(f"margin must be >= 0; got {self.margin}.")
+        if self.triplet_weight < 0:
+            raise ValueError(f"triplet_weight must be >= 0; got {self.triplet_weight}.")
+        if self.distill_weight < 0:
+            raise ValueError(f"distill_weight must be >= 0; got {self.distill_weight}.")
+        if not 0 <= self.false_negative_margin < 1:
+            raise ValueError(f"false_negative_margin must be in [0, 1); got {self.false_negative_margin}.")
+        if self.distill_temperature <= 0:
+            raise ValueError(f"distill_temperature must be > 0; got {self.distill_temperature}.")
+        if self.mlm_head_warmup_steps < 0 or self.mlm_weight_ramp_steps < 0:
+            raise ValueError("mlm_head_warmup_steps and mlm_weight_ramp_steps must be >= 0.")
+        if self.mlm_head_warmup_steps and self.mlm_weight == 0:
+            raise ValueError(
+                "mlm_head_warmup_steps warms the head up for the MLM term: set mlm_weight > 0 too."
+            )
+        if not self.mlm_head_warmup_learning_rate > 0:
+            raise ValueError(
+                f"mlm_head_warmup_learning_rate must be > 0; got {self.mlm_head_warmup_learning_rate}."
+            )
+        # Building the loss checks the objective's own settings (margins, scale, mining) now,
+        # before any model is loaded.
+        build_loss(self)
+
+    def loss_config(self) -> dict[str, object]:
+        """The loss settings a model card records."""
+        return {
+            **build_loss(self).get_config_dict(),
+            "triplet_weight": self.triplet_weight,
+            "mlm_weight": self.mlm_weight,
+            "mlm_probability": self.mlm_probability,
+            "mlm_head_warmup_steps": self.mlm_head_warmup_steps,
+            "mlm_weight_ramp_steps": self.mlm_weight_ramp_steps,
+            "distill_weight": self.distill_weight,
+            "distill_temperature": self.distill_temperature,
+            "distill_include_positive": self.distill_include_positive,
+            "pooling_input": self.pooling_input.value,
+            "false_negative_filter": self.false_negative_filter,
+            "false_negative_margin": self.false_negative_margin,
+            "gather_across_devices": self.gather_across_devices,
+        }

@@ -1,0 +1,68 @@
+"""The loss family: MetricBERT's triplet and the objectives it is compared with.
+
+Every objective mines the same batch (``base.InBatchLoss``); ``Objective`` names them as configs
+spell them and ``build_loss`` turns a trainer configuration into one.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+
+from metricbert_trainer.metricbert.losses.base import (
+    InBatchLoss,
+    LossOutput,
+    MinedBatch,
+    embedding_spread,
+    mining_statistics,
+)
+from metricbert_trainer.metricbert.losses.contrastive import ContrastiveLoss, CosineLoss
+from metricbert_trainer.metricbert.losses.ranking import LogisticTripletLoss, MultipleNegativesRankingLoss
+from metricbert_trainer.metricbert.losses.triplet import TripletLoss
+
+
+class Objective(str, Enum):
+    """``triplet`` (MetricBERT), ``contrastive`` and ``cosine`` (the paper's ablations (ii) and
+    (iii)), ``mnrl`` (in-batch softmax, as SBERT trains) and ``logistic_triplet`` (BPR)."""
+
+    TRIPLET = "triplet"
+    CONTRASTIVE = "contrastive"
+    COSINE = "cosine"
+    MNRL = "mnrl"
+    LOGISTIC_TRIPLET = "logistic_triplet"
+
+
+def build_loss(config) -> InBatchLoss:
+    """The loss a ``MetricBertConfig`` describes."""
+    objective = Objective(config.objective)
+    shared = {
+        "distance": config.distance,
+        "mining": config.mining,
+        "anchors": config.anchors,
+        "negative_pool": config.negative_pool,
+    }
+    if objective is Objective.TRIPLET:
+        return TripletLoss(margin=config.margin, **shared)
+    if objective in (Objective.CONTRASTIVE, Objective.COSINE):
+        loss_type = ContrastiveLoss if objective is Objective.CONTRASTIVE else CosineLoss
+        return loss_type(
+            positive_margin=config.positive_margin, negative_margin=config.negative_margin, **shared
+        )
+    if objective is Objective.MNRL:
+        return MultipleNegativesRankingLoss(scale=config.scale, **shared)
+    return LogisticTripletLoss(**shared)
+
+
+__all__ = [
+    "ContrastiveLoss",
+    "CosineLoss",
+    "InBatchLoss",
+    "LogisticTripletLoss",
+    "LossOutput",
+    "MinedBatch",
+    "MultipleNegativesRankingLoss",
+    "Objective",
+    "TripletLoss",
+    "build_loss",
+    "embedding_spread",
+    "mining_statistics",
+]

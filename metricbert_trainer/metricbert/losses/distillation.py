@@ -1,0 +1,66 @@
+"""A guard against forgetting: keep the batch's similarity structure close to the starting model's.
+
+Fine-tuning on one catalog's title/description pairs teaches the encoder that catalog's notion of
+"belongs together", and with it can erode what the pretrained encoder knew about everything else
+(on a held-out benchmark the plain recipe ended below its starting point, docs/quality.md). The
+frozen starting encoder (``guide.StartingModelGuide``) already embeds every batch, so the cheapest
+guard is relational knowledge distillation (Park et al., *Relational Knowledge Distillation*,
+CVPR 2019; the in-batch form of Tian et al.'s contrastive distillation): for each anchor element
+``a`` of the batch, the softmax over its cosine similarities to every other element, under the
+model in training (``q_a``) and under the guide (``p_a``), and
+
+    L_distill = mean_a KL(p_a || q_a)      with  p_a(j) = softmax_j(cos_guide(a, j) / T),  j != a, p(a)
+
+where ``p(a)`` is the anchor's positive (the other field of its item). The positive is left out
+because moving it is the metric term's job: where the starting model matches titles to their
+descriptions poorly (wine titles), a distribution that includes the positive makes the guard
+fight the very pull that training is for (docs/quality.md measured it). What remains is how each
+element relates to the *other* items (no absolute position): the item-to-item neighbourhood that
+ranking reads, kept as the pretrained encoder drew it. ``include_positive`` restores the plain
+relational form.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from metricbert_trainer.base.distances import cosine_matrix
+from metricbert_trainer.base.distributed import ProcessShard, share_of_global_mean
+
+
+def relational_distillation(
+    elements: torch.Tensor,
+    guide_elements: torch.Tensor,
+    *,
+    temperature: float,
+    include_positive: bool = False,
+    shard: ProcessShard | None = None,
+) -> torch.Tensor:
+    """``L_distill`` over a batch laid out field-major ([titles; descriptions], ``[2B, H]`` each).
+
+    ``guide_elements`` are the same elements embedded by the frozen starting model (no gradient).
+    Every element anchors; with ``shard`` (a batch gathered from every process) only this
+    process's elements do, against every gathered element, and the result is this process's share
+    of the global mean (``distributed.share_of_global_mean``).
+    """
+    if temperature <= 0:
+        raise ValueError(f"temperature must be > 0; got {temperature}.")
+    items = len(elements) // 2
+    rows = torch.arange(len(elements), device=elements.device)
+    if shard is not None:
+        rows = rows[shard.owns(rows % items)]
+    left_out = F.one_hot(rows, len(elements)).bool()
+    if not include_positive:
+        left_out |= F.one_hot((rows + items) % len(elements), len(elements)).bool()
+    if len(rows) == 0 or int((~left_out[0]).sum()) < 2:
+        # Fewer than two elements to distribute over: nothing to distill.
+        return share_of_global_mean(elements.sum() * 0.0, 0, shard)
+    student = cosine_matrix(elements[rows], elements).masked_fill(left_out, float("-inf")) / temperature
+    with torch.no_grad():
+        teacher = cosine_matrix(guide_elements[rows], guide_elements).masked_fill(left_out, float("-inf"))
+        teacher = F.softmax(teacher / temperature, dim=-1)
+    log_student = F.log_softmax(student, dim=-1).masked_fill(left_out, 0.0)
+    log_teacher = torch.log(teacher.clamp_min(1e-30)).masked_fill(left_out, 0.0)
+    per_anchor = (teacher * (log_teacher - log_student)).sum(dim=-1)
+    return share_of_global_mean(per_anchor.sum(), len(rows), shard)

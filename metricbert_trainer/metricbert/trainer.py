@@ -1,0 +1,213 @@
+"""``MetricBertTrainer``: the Hugging Face Trainer with MetricBERT's MLM + triplet loss."""
+
+from __future__ import annotations
+
+import logging
+
+import torch
+from torch.utils.data import DataLoader
+from transformers import PreTrainedModel
+
+from metricbert_trainer.base.checkpoints import checkpoint_to_resume
+from metricbert_trainer.base.distributed import gather_with_grad, share_of_global_mean, world_size
+from metricbert_trainer.base.trainer import CatalogTrainer
+from metricbert_trainer.metricbert.collator import MetricBertCollator
+from metricbert_trainer.metricbert.config import MetricBertConfig
+from metricbert_trainer.metricbert.forward import enable_metric_forward
+from metricbert_trainer.metricbert.guide import StartingModelGuide
+from metricbert_trainer.metricbert.losses import build_loss, embedding_spread
+from metricbert_trainer.metricbert.losses.distillation import relational_distillation
+from metricbert_trainer.metricbert.mlm_warmup import MlmHeadWarmup, warm_up_mlm_head
+from metricbert_trainer.publishing.model_card import CardMethod
+
+logger = logging.getLogger(__name__)
+
+
+class MetricBertTrainer(CatalogTrainer):
+    """Trains an ``AutoModelForMaskedLM`` with ``L = mlm_weight * L_MLM + triplet_weight * L_T``.
+
+    The training data is a catalog (a ``datasets.Dataset`` with one column per text field); the
+    default collator tokenizes and masks those fields. Each step logs ``mlm_loss``,
+    ``triplet_loss`` (``<objective>_loss`` for another ``MetricBertConfig.objective``), the
+    mining statistics and the batch's embedding spread next to ``loss``. Ranking evaluation,
+    logging across processes and the model card come from ``CatalogTrainer``.
+
+    With several processes (DDP, DeepSpeed, FSDP) and ``gather_across_devices``, the pooled
+    embeddings of every process are gathered and each process's anchors mine the global batch;
+    the loss is weighted so that training equals one process on the whole batch
+    (``distributed``).
+    """
+
+    _tag_names = ["metricbert", "sentence-similarity", "metric-learning"]
+    label_free_selection = True
+    card_method = CardMethod(
+        name="A MetricBERT encoder (Malkiel, Ginzburg et al., *MetricBERT*, ICASSP 2022)",
+        goal="so that items whose {fields} are alike embed close together",
+        inference="Items are embedded by mean pooling the last layer and recommended by distance: MetricBERT's "
+        "Metric_Inf sums the angular distances of the two fields, a single text is compared by cosine.",
+        trainer="MetricBertTrainer",
+        script="recipes/metricbert/train.py",
+        citation="""@inproceedings{malkiel2022metricbert,
+  title     = {MetricBERT: Text Representation Learning via Self-Supervised Triplet Training},
+  author    = {Malkiel, Itzik and Ginzburg, Dvir and Barkan, Oren and Caciularu, Avi and Weill, Yoni and Koenigstein, Noam},
+  booktitle = {ICASSP 2022 - 2022 IEEE International Conference on Acoustics, Speech and Signal Processing (ICASSP)},
+  year      = {2022}
+}""",
+    )
+
+    def __init__(self, model: PreTrainedModel, args: MetricBertConfig, *positional, **kwargs) -> None:
+        """Takes ``CatalogTrainer``'s arguments (``train_dataset``, ``processing_class``, ``fields``,
+        ``ranking_evaluator``, ...); the loss and the guide are built from ``args``."""
+        self.guide = (
+            StartingModelGuide(model)
+            if args.false_negative_filter or args.guide_diagnostics or args.distill_weight > 0
+            else None
+        )
+        self.mlm_head_warmup: MlmHeadWarmup | None = None
+        enable_metric_forward(model)
+        self.metric_loss = build_loss(args)
+        super().__init__(model, args, *positional, **kwargs)
+
+    def starting_encoder_copy(self, model: PreTrainedModel) -> torch.nn.Module:
+        """The guide's frozen encoder when there is a guide: it is the same copy, held once."""
+        return self.guide.encoder if self.guide is not None else super().starting_encoder_copy(model)
+
+    def build_collator(self, tokenizer, args: MetricBertConfig) -> MetricBertCollator:
+        return MetricBertCollator(
+            tokenizer,
+            fields=self.fields,
+            max_length=args.max_length,
+            mlm_probability=args.mlm_probability,
+            seed=args.seed,
+        )
+
+    def compute_loss(self, model, inputs, return_outputs: bool = False, num_items_in_batch=None):
+        args: MetricBertConfig = self.args
+        outputs = model(metric_batch=inputs, fields=self.batch_fields, pooling_input=args.pooling_input)
+        embeddings, shard = outputs["embeddings"], None
+        if self.gathers_across_processes:
+            embeddings, shard = gather_with_grad(embeddings, dim=1)
+        titles, descriptions = embeddings[0], embeddings[1]
+        guide_vectors = excluded = None
+        if self.guide is not None and (
+            args.false_negative_filter or args.distill_weight > 0 or self._is_logging_step()
+        ):
+            # The guide is not part of the prepared model, so it gets the run's mixed precision here.
+            with self.accelerator.autocast():
+                guide_vectors = self.guide.embed(inputs, self.batch_fields).float()
+            if shard is not None:
+                # [titles; descriptions] of this process -> the same layout over the global batch.
+                local = guide_vectors.view(2, -1, guide_vectors.shape[-1])
+                guide_vectors = gather_with_grad(local, dim=1)[0].flatten(0, 1)
+        if args.false_negative_filter:
+            anchor_index, positive_index = self.metric_loss.anchors_and_positives(
+                len(titles), titles.device, shard
+            )
+            excluded = self.guide.closer_than_positive(
+                guide_vectors, anchor_index, positive_index, args.false_negative_margin
+            )
+        metric = self.metric_loss(titles, descriptions, excluded, shard)
+        loss = args.triplet_weight * metric.loss
+        mlm_loss = outputs["mlm_loss"]
+        if shard is not None:
+            # Per masked token of every process; its mean over processes (as logged) is that mean.
+            mlm_loss = share_of_global_mean(mlm_loss * outputs["mlm_tokens"], outputs["mlm_tokens"], shard)
+        if args.mlm_weight > 0:
+            loss = loss + self.current_mlm_weight * mlm_loss
+        statistics = {
+            "mlm_loss": float(mlm_loss.detach()),
+            f"{self.metric_loss.name}_loss": float(metric.loss.detach()),
+            "embedding_spread": embedding_spread(torch.cat([titles, descriptions])),
+            **metric.statistics,
+        }
+        if args.distill_weight > 0:
+            distill_loss = relational_distillation(
+                torch.cat([titles, descriptions]),
+                guide_vectors,
+                temperature=args.distill_temperature,
+                include_positive=args.distill_include_positive,
+                shard=shard,
+            )
+            loss = loss + args.distill_weight * distill_loss
+            statistics["distill_loss"] = float(distill_loss.detach())
+        if excluded is not None:
+            statistics["filtered_candidate_rate"] = float(excluded.float().mean())
+        if guide_vectors is not None and len(metric.anchor_index):
+            statistics["guide_negative_closer_rate"] = self.guide.negative_closer_rate(
+                guide_vectors, metric.anchor_index, metric.positive_index, metric.negative_index
+            )
+        self.record(statistics)
+        return (loss, outputs) if return_outputs else loss
+
+    @property
+    def current_mlm_weight(self) -> float:
+        """``mlm_weight``, raised linearly from 0 over the first ``mlm_weight_ramp_steps`` steps."""
+        ramp = self.args.mlm_weight_ramp_steps
+        if ramp == 0:
+            return self.args.mlm_weight
+        return self.args.mlm_weight * min(1.0, (self.state.global_step + 1) / ramp)
+
+    def train(self, resume_from_checkpoint: str | bool | None = None, trial=None, **kwargs):
+        """``CatalogTrainer.train``, after the MLM-head warm-up (``mlm_head_warmup_steps``) when the
+        run starts afresh; a resumed run's checkpoint already holds the warmed-up head."""
+        resuming = checkpoint_to_resume(resume_from_checkpoint, self.args.output_dir) is not None
+        if self.args.mlm_head_warmup_steps and not resuming:
+            self.mlm_head_warmup = warm_up_mlm_head(
+                self.model,
+                self._warmup_loader(),
+                self.batch_fields,
+                steps=self.args.mlm_head_warmup_steps,
+                learning_rate=self.args.mlm_head_warmup_learning_rate,
+                device=self.args.device,
+                autocast=self.accelerator.autocast,
+            )
+        return super().train(resume_from_checkpoint=resume_from_checkpoint, trial=trial, **kwargs)
+
+    def _warmup_loader(self) -> DataLoader:
+        """This process's shard of the catalog, shuffled by the run's seed, collated like training."""
+        dataset = self.train_dataset
+        processes = world_size()
+        if processes > 1:
+            dataset = dataset.shard(num_shards=processes, index=torch.distributed.get_rank())
+        return DataLoader(
+            dataset,
+            batch_size=self.args.per_device_train_batch_size,
+            shuffle=True,
+            generator=torch.Generator().manual_seed(self.args.seed),
+            collate_fn=self.data_collator,
+        )
+
+    @property
+    def gathers_across_processes(self) -> bool:
+        """Whether negatives are mined from the batch of every process (``gather_across_devices``)."""
+        return self.args.gather_across_devices and world_size() > 1
+
+    def _is_logging_step(self) -> bool:
+        """Whether the update this micro-batch belongs to will be logged (or is the first)."""
+        every = max(int(self.state.logging_steps or 1), 1)
+        return self.state.global_step == 0 or (self.state.global_step + 1) % every == 0
+
+    def objective_card_section(self) -> str:
+        distill = " + distill_weight * L_distill" if self.args.distill_weight > 0 else ""
+        section = (
+            "## MetricBERT objective\n\n"
+            f"`L = mlm_weight * L_MLM + triplet_weight * L_{self.metric_loss.name}{distill}`, with:\n\n"
+            + self.config_block(self.args.loss_config())
+        )
+        if self.mlm_head_warmup is not None:
+            warmup = self.mlm_head_warmup
+            section += (
+                f"\nThe MLM head was warmed up alone for {warmup.steps} steps first: MLM loss "
+                f"{warmup.loss_before:.3f} -> {warmup.loss_after:.3f}.\n"
+            )
+        return section
+
+    def on_logged_means(self, means: dict[str, float]) -> None:
+        spread = means.get("embedding_spread")
+        if spread is not None and spread < self.args.collapse_warning_spread:
+            logger.warning(
+                "Embedding spread %.4f is below %.4f: the batch's embeddings are collapsing onto one direction. "
+                "Lower the learning rate or the MLM weight, or try negative_pool: other_field.",
+                spread,
+                self.args.collapse_warning_spread,
+            )

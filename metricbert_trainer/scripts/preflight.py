@@ -1,0 +1,192 @@
+"""Checking what a recipe was asked to do before anything loads: numbers, files, the output folder.
+
+A mistake found after the model and the catalog have loaded costs minutes, and one found by torch
+or ``os`` (``Invalid learning rate: nan``, a bare ``FileExistsError``) reads as a crash. Everything
+that the arguments alone can tell is checked here first. Every process of a launch runs the same
+checks on the same arguments and files, so they reach the same verdict and all stop together,
+before any of them waits on a collective that another has left.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+from pathlib import Path
+
+import huggingface_hub
+from transformers import TrainingArguments
+from transformers.integrations import get_available_reporting_integrations
+from transformers.trainer import TRAINER_STATE_NAME
+
+from metricbert_trainer.errors import UsageError
+from metricbert_trainer.evaluation.label_free import signal_names
+from metricbert_trainer.evaluation.metrics import ranking_metric_names
+
+# TrainingArguments fields whose bad values torch, numpy or the Trainer reject only later, with
+# their own wording: (name, lower bound, whether the bound itself is allowed, upper bound or None).
+_TRAINING_RANGES: tuple[tuple[str, float, bool, float | None], ...] = (
+    ("learning_rate", 0.0, False, None),
+    ("weight_decay", 0.0, True, None),
+    ("adam_beta1", 0.0, True, 1.0),
+    ("adam_beta2", 0.0, True, 1.0),
+    ("adam_epsilon", 0.0, True, None),
+    ("max_grad_norm", 0.0, True, None),
+    ("warmup_steps", 0.0, True, None),
+    ("per_device_train_batch_size", 1, True, None),
+    ("per_device_eval_batch_size", 1, True, None),
+    ("gradient_accumulation_steps", 1, True, None),
+    ("logging_steps", 0.0, False, None),
+    ("dataloader_num_workers", 0, True, None),
+    ("seed", 0, True, 2**32),
+)
+
+
+def check_recipe_arguments(
+    model_args, data_args, training_args: TrainingArguments, label_free_selection: bool = True
+) -> None:
+    """Raises one ``UsageError`` naming every problem found in a recipe's arguments.
+
+    ``label_free_selection``: whether the trainer logs the label-free signals on held-out items
+    (``label_free``), which makes evaluation possible without annotations.
+    """
+    problems = [
+        *nonfinite_numbers(model_args, data_args, training_args),
+        *training_range_problems(training_args),
+        *evaluation_problems(data_args, training_args, label_free_selection),
+        *publishing_problems(training_args),
+        *input_file_problems(data_args),
+        *model_path_problems(model_args.model_name_or_path),
+        *output_folder_problems(training_args.output_dir),
+        *resume_problems(training_args.resume_from_checkpoint),
+    ]
+    if problems:
+        raise UsageError(problems[0] if len(problems) == 1 else "; ".join(problems))
+
+
+def nonfinite_numbers(*argument_sets) -> list[str]:
+    """A problem for every float option that is NaN or infinite."""
+    problems = []
+    for arguments in argument_sets:
+        for option in dataclasses.fields(arguments):
+            value = getattr(arguments, option.name, None)
+            if isinstance(value, float) and not math.isfinite(value):
+                problems.append(f"{option.name} must be a finite number; got {value}")
+    return problems
+
+
+def training_range_problems(training_args: TrainingArguments) -> list[str]:
+    """Out-of-range optimizer, batch and schedule settings (NaN is reported by ``nonfinite_numbers``)."""
+    problems = []
+    for name, low, low_allowed, high in _TRAINING_RANGES:
+        value = getattr(training_args, name, None)
+        if value is None or (isinstance(value, float) and math.isnan(value)):
+            continue
+        if value < low or (value == low and not low_allowed) or (high is not None and value >= high):
+            bound = f">= {low}" if low_allowed else f"> {low}"
+            if high is not None:
+                bound += f" and < {high}"
+            problems.append(f"{name} must be {bound}; got {value}")
+    if training_args.max_steps <= 0 and not training_args.num_train_epochs > 0:
+        problems.append(
+            f"num_train_epochs must be > 0 (or max_steps > 0); got {training_args.num_train_epochs}"
+        )
+    return problems
+
+
+def evaluation_problems(data_args, training_args: TrainingArguments, label_free_selection: bool) -> list[str]:
+    """Evaluation needs something to evaluate on, and a best model needs a metric that is logged."""
+    available = []
+    if data_args.annotations:
+        available += ranking_metric_names()
+    if label_free_selection and data_args.selection_holdout > 0:
+        available += signal_names()
+    evaluates = training_args.eval_strategy != "no" or training_args.eval_on_start
+    if evaluates and not available:
+        return [
+            "evaluation (eval_strategy, eval_on_start) ranks the catalog: give annotations"
+            + (", or selection_holdout > 0 for the label-free signals" if label_free_selection else "")
+        ]
+    if training_args.load_best_model_at_end or training_args.metric_for_best_model not in (None, "loss"):
+        metric = (training_args.metric_for_best_model or "loss").removeprefix("eval_")
+        if metric not in available:
+            return [
+                f"metric_for_best_model {metric!r} is not among the logged metrics; choose one of "
+                f"{', '.join(available) or 'none (give annotations)'}"
+            ]
+    return []
+
+
+def publishing_problems(training_args: TrainingArguments) -> list[str]:
+    """Pushing needs the network and a token; each ``report_to`` integration needs its package."""
+    problems = []
+    if training_args.push_to_hub:
+        if huggingface_hub.constants.is_offline_mode():
+            problems.append("push_to_hub needs the network, but HF_HUB_OFFLINE is set")
+        elif huggingface_hub.get_token() is None:
+            problems.append("push_to_hub needs a Hub token: set HF_TOKEN or run `hf auth login`")
+    installed = set(get_available_reporting_integrations())
+    for integration in training_args.report_to or []:
+        if integration not in ("none", "all") and integration not in installed:
+            problems.append(f"report_to {integration} needs its package: pip install {integration}")
+    return problems
+
+
+def input_file_problems(data_args) -> list[str]:
+    """The catalog and annotation files: present, plain files, readable."""
+    files = {"catalog": data_args.catalog, "annotations": data_args.annotations or None}
+    return [problem for option, path in files.items() if path for problem in _readable_file(option, path)]
+
+
+def _readable_file(option: str, path: str) -> list[str]:
+    location = Path(path).expanduser()
+    if not location.exists():
+        return [f"{option} file not found: {path}"]
+    if not location.is_file():
+        return [f"{option} must be a file; {path} is a folder"]
+    if not os.access(location, os.R_OK):
+        return [f"{option} file {path} is not readable (check its permissions)"]
+    return []
+
+
+def model_path_problems(model_name_or_path: str) -> list[str]:
+    """A model named by a local path must be a folder with a ``config.json``; a name that is no
+    local path is left to the Hub (or its cache) to resolve."""
+    location = Path(model_name_or_path).expanduser()
+    if location.exists():
+        if not (location / "config.json").is_file():
+            return [f"model_name_or_path {model_name_or_path} is not a model folder (no config.json in it)"]
+        return []
+    if model_name_or_path.startswith((".", "/", "~")) or model_name_or_path.count("/") > 1:
+        return [f"model_name_or_path {model_name_or_path} does not exist"]
+    return []
+
+
+def output_folder_problems(output_dir: str | None) -> list[str]:
+    """The output folder must be a folder this process can write, or creatable where it is named."""
+    if not output_dir:
+        return ["output_dir must name a folder"]
+    location = Path(output_dir).expanduser().absolute()
+    if location.exists() and not location.is_dir():
+        return [f"output_dir {output_dir} is a file, not a folder: name another output_dir"]
+    existing = location
+    while not existing.exists():
+        existing = existing.parent
+    if not existing.is_dir():
+        return [f"output_dir {output_dir} cannot be created: {existing} is a file"]
+    if not os.access(existing, os.W_OK | os.X_OK):
+        return [f"output_dir {output_dir} is not writable: no write permission on {existing}"]
+    return []
+
+
+def resume_problems(resume_from_checkpoint: str | bool | None) -> list[str]:
+    """A named checkpoint to resume from must be a complete checkpoint folder (``last`` finds one
+    itself)."""
+    if resume_from_checkpoint in (None, False, True, "last"):
+        return []
+    if not (Path(resume_from_checkpoint) / TRAINER_STATE_NAME).is_file():
+        return [
+            f"resume_from_checkpoint {resume_from_checkpoint} is not a complete checkpoint folder (no "
+            f"{TRAINER_STATE_NAME} in it): name a checkpoint-N folder, or `last` for the newest one in output_dir"
+        ]
+    return []

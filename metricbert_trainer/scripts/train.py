@@ -1,0 +1,278 @@
+"""What every training recipe does, once: parse, load, train, evaluate, save.
+
+The scripts under ``recipes/`` only name their default YAML config; data-set specifics live in
+that YAML, never in library code.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import datasets
+import torch
+import transformers
+from transformers import AutoTokenizer, set_seed
+
+from metricbert_trainer.base.config import CatalogTrainerConfig
+from metricbert_trainer.base.modeling import (
+    is_partitioned,
+    load_masked_lm,
+    resolve_model_name,
+    whole_copy,
+    whole_model_loading,
+)
+from metricbert_trainer.base.trainer import CatalogTrainer, ModelEvaluator
+from metricbert_trainer.data.annotations import load_annotations
+from metricbert_trainer.data.catalog import Catalog, CatalogError, catalog_column, load_catalog
+from metricbert_trainer.data.lengths import resolve_max_length
+from metricbert_trainer.data.sectioned_catalog import load_sectioned_catalog
+from metricbert_trainer.evaluation.evaluator import SequentialEvaluator
+from metricbert_trainer.evaluation.label_free import LabelFreeEvaluator, holdout_split
+from metricbert_trainer.metricbert.config import MetricBertConfig
+from metricbert_trainer.metricbert.trainer import MetricBertTrainer
+from metricbert_trainer.publishing.model_card import ModelCardInfo
+from metricbert_trainer.publishing.plots import plot_catalog_before_after
+from metricbert_trainer.recobert import RecoBertConfig, RecoBertTrainer
+from metricbert_trainer.scripts.arguments import DataArguments, ModelArguments, parse_recipe_args
+from metricbert_trainer.scripts.output_lock import output_folder_lock
+from metricbert_trainer.scripts.preflight import check_recipe_arguments
+
+# The trainer each kind of training arguments configures.
+TRAINERS: dict[type[CatalogTrainerConfig], type[CatalogTrainer]] = {
+    MetricBertConfig: MetricBertTrainer,
+    RecoBertConfig: RecoBertTrainer,
+}
+
+logger = logging.getLogger(__name__)
+
+
+def main(
+    args: Sequence[str] | None = None,
+    default_config: str | Path | None = None,
+    config_class: type[CatalogTrainerConfig] = MetricBertConfig,
+) -> TrainingRun:
+    """A training recipe from its command line: parse, then ``train``. Raises ``UsageError`` for a
+    mistake in the arguments.
+
+    ``config_class`` picks the objective: ``MetricBertConfig`` (MetricBERT and its loss family) or
+    ``RecoBertConfig`` (RecoBERT).
+    """
+    model_args, data_args, training_args = parse_recipe_args(
+        (ModelArguments, DataArguments, config_class), args, default_config=default_config
+    )
+    return train(model_args, data_args, training_args)
+
+
+@dataclass
+class TrainingRun:
+    """A finished recipe: the trainer (model, state, logs) and the final ranking metrics, if any."""
+
+    trainer: CatalogTrainer
+    metrics: dict[str, float]
+
+
+def train(
+    model_args: ModelArguments, data_args: DataArguments, training_args: CatalogTrainerConfig
+) -> TrainingRun:
+    """Checks the arguments (``preflight``: a ``UsageError`` before anything loads), then loads,
+    trains, evaluates, saves and publishes, holding the output folder's run lock (``output_lock``)
+    throughout, so a second run into the same folder is refused at once."""
+    check_recipe_arguments(
+        model_args, data_args, training_args, TRAINERS[type(training_args)].label_free_selection
+    )
+    with output_folder_lock(training_args.output_dir, holder=int(os.environ.get("RANK", "0")) == 0):
+        return _train(model_args, data_args, training_args)
+
+
+def _train(
+    model_args: ModelArguments, data_args: DataArguments, training_args: CatalogTrainerConfig
+) -> TrainingRun:
+    _configure_logging(training_args)
+    _warn_if_cores_idle(training_args)
+    set_seed(training_args.seed)
+    catalog = load_recipe_catalog(data_args)
+    # Read now, so that a misspelt column fails before training rather than after it.
+    plot_labels = plot_column_values(data_args, catalog) if data_args.plot_column else None
+    trainer_class = TRAINERS[type(training_args)]
+    held_out: list[int] = []
+    train_dataset = catalog.dataset
+    if trainer_class.label_free_selection and data_args.selection_holdout:
+        train_rows, held_out = holdout_split(len(catalog), data_args.selection_holdout)
+        train_dataset = train_dataset.select(train_rows)
+    if data_args.max_train_items is not None:
+        train_dataset = train_dataset.select(range(min(data_args.max_train_items, len(train_dataset))))
+    model_path = resolve_model_name(model_args.model_name_or_path)
+    tokenizer = AutoTokenizer.from_pretrained(model_path, trust_remote_code=model_args.trust_remote_code)
+    model = load_masked_lm(model_path, trust_remote_code=model_args.trust_remote_code)
+    resolve_max_length(training_args, tokenizer, train_dataset, catalog.fields, model)
+    evaluators = [build_ranking_evaluator(data_args, training_args, catalog)]
+    if held_out:
+        evaluators.append(
+            LabelFreeEvaluator.from_start(
+                whole_copy(model) if is_partitioned(model) else model,
+                tokenizer,
+                catalog,
+                held_out,
+                batch_size=training_args.per_device_eval_batch_size,
+                max_length=training_args.max_length,
+            )
+        )
+    evaluators = [evaluator for evaluator in evaluators if evaluator is not None]
+    trainer = trainer_class(
+        model=model,
+        args=training_args,
+        train_dataset=train_dataset,
+        processing_class=tokenizer,
+        fields=catalog.fields,
+        ranking_evaluator=SequentialEvaluator(evaluators) if evaluators else None,
+        model_card_info=ModelCardInfo(
+            base_model=model_args.model_name_or_path,
+            catalog=data_args.source,
+            catalog_items=len(train_dataset),
+            text_fields=catalog.fields,
+            dataset_name=data_args.dataset_name,
+            license=model_args.model_license,
+        ),
+    )
+    trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
+    trainer.save_model(training_args.output_dir)
+    metrics = {}
+    if trainer.ranking_evaluator is not None:
+        metrics = trainer.evaluate()
+        trainer.log_metrics("eval", metrics)
+        trainer.save_metrics("eval", metrics)
+        report_label_free_change(trainer.state.log_history)
+    # Written again now that the final evaluation is in the log, for the card's results.
+    trainer.create_model_card()
+    if plot_labels is not None and trainer.is_world_process_zero():
+        plot_recipe_embeddings(model_args, data_args, training_args, catalog, plot_labels)
+    if training_args.push_to_hub:
+        trainer.push_to_hub(commit_message="MetricBERT training finished")
+    return TrainingRun(trainer, metrics)
+
+
+def plot_recipe_embeddings(
+    model_args: ModelArguments,
+    data_args: DataArguments,
+    training_args: CatalogTrainerConfig,
+    catalog: Catalog,
+    labels: list[str],
+) -> Path:
+    """The PCA of the catalog under the starting and the trained model, coloured by ``labels``
+    (``plot_column_values``), into the output folder. Both models are loaded afresh and whole on
+    this process alone, so the plot works whatever engine trained them."""
+    start = resolve_model_name(model_args.model_name_or_path)
+    with whole_model_loading():
+        pairs = [
+            (
+                load_masked_lm(path, trust_remote_code=model_args.trust_remote_code),
+                AutoTokenizer.from_pretrained(path),
+            )
+            for path in (start, training_args.output_dir)
+        ]
+    return plot_catalog_before_after(
+        pairs[0],
+        pairs[1],
+        catalog,
+        labels,
+        Path(training_args.output_dir) / "embeddings_pca.png",
+        column=data_args.plot_column,
+        max_length=training_args.max_length,
+    )
+
+
+def plot_column_values(data_args: DataArguments, catalog: Catalog) -> list[str]:
+    """The ``plot_column`` value of each item of ``catalog``, for the plot's colours only."""
+    table = data_args.catalog if data_args.catalog is not None else _load_dataset(data_args)
+    return catalog_column(table, catalog, data_args.plot_column, id_column=data_args.id_column)
+
+
+def load_recipe_catalog(data_args: DataArguments) -> Catalog:
+    """The catalog a recipe's data arguments describe: a file, a sectioned file or a dataset."""
+    if data_args.sections is not None:
+        return load_sectioned_catalog(data_args.catalog, sections=data_args.sections, strict=data_args.strict)
+    return load_catalog(
+        data_args.catalog if data_args.catalog is not None else _load_dataset(data_args),
+        id_column=data_args.id_column,
+        text_columns=data_args.text_columns,
+        strict=data_args.strict,
+        name=data_args.source,
+    )
+
+
+def _load_dataset(data_args: DataArguments) -> datasets.Dataset:
+    try:
+        return datasets.load_dataset(
+            data_args.dataset, data_args.dataset_config, split=data_args.dataset_split
+        )
+    except (FileNotFoundError, ValueError, ConnectionError) as error:
+        raise CatalogError(
+            f"Cannot load the dataset {data_args.dataset!r} (config {data_args.dataset_config!r}, split "
+            f"{data_args.dataset_split!r}): {error}"
+        ) from error
+
+
+def build_ranking_evaluator(
+    data_args: DataArguments, training_args: CatalogTrainerConfig, catalog: Catalog
+) -> ModelEvaluator | None:
+    """Ranks ``catalog`` against the recipe's annotations the way its trainer's models rank;
+    ``None`` when the recipe names no annotations."""
+    if not data_args.annotations:
+        return None
+    annotations = load_annotations(data_args.annotations, catalog)
+    return TRAINERS[type(training_args)].default_ranking_evaluator(catalog, annotations, training_args)
+
+
+def report_label_free_change(log_history: list[dict]) -> dict[str, float] | None:
+    """Logs how the label-free signals moved between the evaluation at step 0 (``eval_on_start``)
+    and the last one, and returns the changes; ``None`` when there is nothing to compare.
+
+    It states the movement and draws no verdict: on the two development benchmarks each signal
+    ordered the runs of one benchmark right and of the other inversely (docs/quality.md), so no
+    threshold on them says whether training helped.
+    """
+    evaluations = [entry for entry in log_history if "eval_lf_score" in entry]
+    if len(evaluations) < 2 or evaluations[0]["step"] != 0:
+        return None
+    start, end = evaluations[0], evaluations[-1]
+    names = [name for name in start if name.startswith("eval_lf_")]
+    changes = {name.removeprefix("eval_"): end[name] - start[name] for name in names}
+    logger.info(
+        "Label-free signals, step 0 -> step %d: %s (docs/quality.md: title-to-description retrieval rises with "
+        "what training teaches, agreement with the starting model falls with what it forgets).",
+        end["step"],
+        ", ".join(f"{name.removeprefix('eval_')} {start[name]:.2f} -> {end[name]:.2f}" for name in names),
+    )
+    return changes
+
+
+def _warn_if_cores_idle(training_args: CatalogTrainerConfig) -> None:
+    """``accelerate launch`` sets ``OMP_NUM_THREADS=1`` unless told otherwise (its ``--cpu`` flag does
+    not change that; only ``use_cpu: true`` in a config file or ``--num_cpu_threads_per_process``
+    do); on a machine without a GPU a lone process then trains on one core, about half as fast
+    on two cores (benchmarks/RESULTS.md)."""
+    cores = os.cpu_count() or 1
+    if (
+        training_args.world_size == 1
+        and training_args.device.type == "cpu"
+        and torch.get_num_threads() == 1 < cores
+    ):
+        logger.warning(
+            "Training on %d of %d CPU cores (OMP_NUM_THREADS=%s, accelerate's default). Launch with "
+            "`accelerate launch --num_cpu_threads_per_process %d ...` to use them all.",
+            torch.get_num_threads(),
+            cores,
+            os.environ.get("OMP_NUM_THREADS", "unset"),
+            cores,
+        )
+
+
+def _configure_logging(training_args: MetricBertConfig) -> None:
+    logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
+    level = training_args.get_process_log_level()
+    logging.getLogger("metricbert_trainer").setLevel(level)
+    transformers.utils.logging.set_verbosity(level)

@@ -1,0 +1,106 @@
+"""Run under ``accelerate launch`` with several processes: cross-device mining must train P
+shards of a batch exactly like one process trains the whole batch.
+
+Every process collates the same batch (same seed, so the same MLM masks), computes the
+single-process reference on all of it with a plain model, then takes its own rows and runs the
+trainer's ``compute_loss`` through the DDP-wrapped model. Rank 0 writes, per case, the reference
+loss and gradients' distance to the processes' mean loss and DDP-averaged gradients, for
+``test_distributed.py`` to check.
+
+Usage: accelerate launch --config_file accelerate_configs/cpu.yaml THIS_FILE MODEL_PATH CATALOG OUTPUT_JSON
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+
+import torch
+from transformers import AutoTokenizer, BertForMaskedLM
+
+from metricbert_trainer.data.catalog import load_catalog
+from metricbert_trainer.metricbert.collator import MetricBertCollator
+from metricbert_trainer.metricbert.config import MetricBertConfig
+from metricbert_trainer.metricbert.trainer import MetricBertTrainer
+
+MLM_AND_FILTER = dict(mlm_weight=1.0, mlm_probability=0.15, false_negative_filter=True)
+# (name, rows of each process, objective settings). Uneven rows stand for a last, short batch;
+# "local_mining" turns gathering off, as the control that shows the check can fail.
+CASES = [
+    ("triplet_mlm_filter", [4, 4], MLM_AND_FILTER),
+    ("triplet_uneven", [5, 3], MLM_AND_FILTER),
+    ("triplet_distill_uneven", [5, 3], dict(distill_weight=1.0, false_negative_filter=True)),
+    ("mnrl", [4, 4], dict(objective="mnrl", false_negative_filter=False)),
+    ("contrastive_semi_hard", [4, 4], dict(objective="contrastive", mining="semi_hard")),
+    (
+        "logistic_title_anchors",
+        [4, 4],
+        dict(objective="logistic_triplet", anchors="title", negative_pool="other_field"),
+    ),
+    ("local_mining", [4, 4], dict(gather_across_devices=False, false_negative_filter=False)),
+]
+
+
+def build(model_path: str, output_dir: str, settings: dict) -> MetricBertTrainer:
+    # No dropout: the two computations must see the same function.
+    model = BertForMaskedLM.from_pretrained(
+        model_path, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0
+    )
+    # fp32 (no CPU bf16 autocast): the comparison is to float32 rounding.
+    args = MetricBertConfig(output_dir=output_dir, report_to="none", use_cpu=True, cpu_bf16=False, **settings)
+    return MetricBertTrainer(
+        model=model, args=args, processing_class=AutoTokenizer.from_pretrained(model_path)
+    )
+
+
+def gradients(model: torch.nn.Module) -> torch.Tensor:
+    return torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None])
+
+
+def run_case(model_path: str, catalog, rows_per_process: list[int], settings: dict) -> dict[str, float]:
+    with tempfile.TemporaryDirectory() as output_dir:
+        # The reference computes on the whole batch as a lone process would: nothing to gather.
+        reference = build(model_path, output_dir, {**settings, "gather_across_devices": False})
+        sharded = build(model_path, output_dir, settings)
+    accelerator = sharded.accelerator
+    rank, total = accelerator.process_index, sum(rows_per_process)
+    torch.manual_seed(0)
+    batch = MetricBertCollator(reference.processing_class, mlm_probability=reference.args.mlm_probability)(
+        list(catalog.dataset.select(range(total)))
+    )
+
+    # Unwrapped, so no gradient averaging either.
+    reference_model = reference.model.train()
+    reference_loss = reference.compute_loss(reference_model, batch)
+    reference_loss.backward()
+
+    start = sum(rows_per_process[:rank])
+    shard = {name: tensor[start : start + rows_per_process[rank]] for name, tensor in batch.items()}
+    wrapped = accelerator.prepare_model(sharded.model)
+    wrapped.train()
+    local_loss = sharded.compute_loss(wrapped, shard)
+    local_loss.backward()
+    mean_loss = accelerator.reduce(local_loss.detach().reshape(1), reduction="mean")
+
+    expected, actual = gradients(reference_model), gradients(accelerator.unwrap_model(wrapped))
+    return {
+        "reference_loss": reference_loss.item(),
+        "mean_loss": mean_loss.item(),
+        "max_gradient_difference": float((expected - actual).abs().max()),
+        "gradient_scale": float(expected.abs().max()),
+        "gradient_count": expected.numel(),
+    }
+
+
+def main(model_path: str, catalog_path: str, output_path: str) -> None:
+    catalog = load_catalog(catalog_path)
+    results = {name: run_case(model_path, catalog, rows, settings) for name, rows, settings in CASES}
+    if torch.distributed.get_rank() == 0:
+        results["world_size"] = torch.distributed.get_world_size()
+        with open(output_path, "w", encoding="utf-8") as handle:
+            json.dump(results, handle, indent=2)
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:])

@@ -1,0 +1,38 @@
+"""Run under ``accelerate launch`` with several processes: encoding texts shared among the
+processes (``across_processes=True``) must give every process the same vectors as encoding all
+of them alone. An odd number of texts makes the shares unequal.
+
+Usage: accelerate launch --config_file accelerate_configs/cpu.yaml THIS_FILE MODEL_PATH CATALOG OUTPUT_JSON
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import torch
+from accelerate import PartialState
+from transformers import AutoTokenizer
+
+from metricbert_trainer.base.modeling import load_masked_lm
+from metricbert_trainer.data.catalog import load_catalog
+from metricbert_trainer.evaluation.encoding import encode_texts
+
+
+def main(model_path: str, catalog_path: str, output_path: str) -> None:
+    state = PartialState(cpu=True)
+    model, tokenizer = load_masked_lm(model_path), AutoTokenizer.from_pretrained(model_path)
+    texts = load_catalog(catalog_path).texts("description")[:37]
+    shared = encode_texts(model, tokenizer, texts, batch_size=4, across_processes=True)
+    alone = encode_texts(model, tokenizer, texts, batch_size=4)
+    difference = torch.tensor(float(np.abs(shared - alone).max()))
+    torch.distributed.all_reduce(difference, op=torch.distributed.ReduceOp.MAX)
+    if state.is_main_process:
+        result = {"processes": state.num_processes, "texts": len(texts), "max_difference": float(difference)}
+        Path(output_path).write_text(json.dumps(result), encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:])

@@ -1,0 +1,243 @@
+"""Multi-process training on the CPU, launched as users launch it: ``accelerate launch`` with the
+shipped configs, two processes joined over gloo.
+
+- cross-device mining: two processes train exactly like one process on both their batches;
+- the wines recipe under DDP, resumed from a checkpoint, and under DeepSpeed ZeRO-2 and ZeRO-3,
+  which must all end on the same weights as the uninterrupted DDP run;
+- ZeRO checkpoints consolidate into ordinary checkpoints that ``AutoModel`` loads.
+
+DeepSpeed compiles a communication op on its first start; ``TORCH_EXTENSIONS_DIR`` keeps it
+between tests and between runs of the suite.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import REPO_ROOT, WINES_ANNOTATIONS, WINES_CSV, accelerate_command, flags
+from transformers import AutoModel, AutoModelForMaskedLM, AutoTokenizer
+
+from metricbert_trainer.base.modeling import load_masked_lm
+from metricbert_trainer.data.annotations import load_annotations
+from metricbert_trainer.data.catalog import load_catalog
+from metricbert_trainer.evaluation.evaluator import RankingEvaluator
+
+pytestmark = pytest.mark.slow
+
+MULTIPROCESS_SCRIPTS = Path(__file__).parent / "multiprocess"
+LAUNCH_ENV = {
+    **os.environ,
+    "HF_HUB_OFFLINE": "1",
+    "TOKENIZERS_PARALLELISM": "false",
+    "TORCH_EXTENSIONS_DIR": os.environ.get(
+        "TORCH_EXTENSIONS_DIR", str(Path.home() / ".cache" / "metricbert-trainer" / "torch_extensions")
+    ),
+}
+
+
+def launch(config: str, script: Path | str, *script_args: str) -> subprocess.CompletedProcess:
+    """``accelerate launch`` of ``script`` with one of the shipped configs, two CPU processes."""
+    command = accelerate_command(config, script, *script_args, processes=2)
+    result = subprocess.run(
+        command, cwd=REPO_ROOT, env=LAUNCH_ENV, capture_output=True, text=True, timeout=900
+    )
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-6000:]
+    return result
+
+
+def train_wines(config: str, model_path: str, output_dir: Path, *extra: str) -> subprocess.CompletedProcess:
+    """The wines recipe for 4 steps of 2 x 8 items, a checkpoint every 2 steps."""
+    return launch(
+        config,
+        "recipes/train_wines.py",
+        *flags(
+            model_name_or_path=model_path,
+            output_dir=output_dir,
+            max_train_items=48,
+            max_steps=4,
+            per_device_train_batch_size=8,
+            learning_rate=1e-3,
+            warmup_steps=0,
+            logging_steps=1,
+            save_strategy="steps",
+            save_steps=2,
+            save_total_limit=3,
+            cpu_bf16="false",  # fp32, so the engines can be compared to float32 rounding
+            # The guard's 1/T gradient factor amplifies the engines' reduction-order rounding (ZeRO-3
+            # against DDP: 1.1e-5 with it, 1e-6 without); its multi-process exactness is checked
+            # in test_cross_device_mining_trains_like_one_process_on_the_whole_batch instead.
+            distill_weight=0.0,
+        ),
+        *extra,
+    )
+
+
+def weights(path: Path) -> dict[str, torch.Tensor]:
+    return AutoModelForMaskedLM.from_pretrained(path).state_dict()
+
+
+def assert_same_weights(actual: Path, expected: Path, atol: float = 1e-6) -> None:
+    actual_weights, expected_weights = weights(actual), weights(expected)
+    assert actual_weights.keys() == expected_weights.keys()
+    worst = max(float((actual_weights[k] - expected_weights[k]).abs().max()) for k in expected_weights)
+    assert worst <= atol, f"{actual} differs from {expected} by up to {worst}"
+
+
+@pytest.fixture(scope="module")
+def ddp_run(tmp_path_factory, tiny_model_path) -> Path:
+    """The uninterrupted two-process DDP run every other run is compared with."""
+    output_dir = tmp_path_factory.mktemp("ddp") / "run"
+    train_wines("cpu.yaml", tiny_model_path, output_dir)
+    return output_dir
+
+
+def test_cross_device_mining_trains_like_one_process_on_the_whole_batch(tmp_path, tiny_model_path):
+    output = tmp_path / "equivalence.json"
+    launch(
+        "cpu.yaml",
+        MULTIPROCESS_SCRIPTS / "gathered_batch_equivalence.py",
+        tiny_model_path,
+        str(WINES_CSV),
+        str(output),
+    )
+    results = json.loads(output.read_text())
+    assert results.pop("world_size") == 2
+    control = results.pop("local_mining")
+    for name, case in results.items():
+        assert case["mean_loss"] == pytest.approx(case["reference_loss"], rel=1e-5), name
+        assert case["max_gradient_difference"] <= 1e-4 * case["gradient_scale"], name
+    # Mining each process's own batch is a different objective, and the check sees it.
+    assert control["max_gradient_difference"] > 1e-2 * control["gradient_scale"]
+
+
+def test_processes_share_the_encoding_and_all_get_every_vector(tmp_path, tiny_model_path):
+    output = tmp_path / "encoding.json"
+    launch(
+        "cpu.yaml", MULTIPROCESS_SCRIPTS / "shared_encoding.py", tiny_model_path, str(WINES_CSV), str(output)
+    )
+    result = json.loads(output.read_text())
+    assert result["processes"] == 2 and result["texts"] % 2 == 1
+    assert result["max_difference"] < 1e-5
+
+
+def test_statistics_only_some_processes_recorded_are_averaged_by_name(tmp_path):
+    launch("cpu.yaml", MULTIPROCESS_SCRIPTS / "conditional_statistics.py", str(tmp_path))
+    expected = [
+        {
+            "triplet_loss": 2.0,
+            "guide_negative_closer_rate": 0.5,
+            "matched_score": 0.9,
+            "embedding_spread": 0.25,
+        },
+        {"triplet_loss": 2.0},
+        {},
+    ]
+    for rank in (0, 1):
+        assert json.loads((tmp_path / f"rank{rank}.json").read_text()) == expected
+
+
+def test_two_process_run_trains_evaluates_and_logs_across_processes(ddp_run, tiny_model_path):
+    state = json.loads((ddp_run / "checkpoint-4" / "trainer_state.json").read_text())
+    # 48 items in batches of 2 x 8: an epoch is 3 steps only if both processes took part.
+    step_three = next(entry for entry in state["log_history"] if entry.get("step") == 3 and "loss" in entry)
+    assert step_three["epoch"] == pytest.approx(1.0)
+    assert {"triplet_loss", "negative_closer_rate", "guide_negative_closer_rate"} <= step_three.keys()
+    # The processes shared the catalog's encoding; the metrics are those of one process alone.
+    results = json.loads((ddp_run / "eval_results.json").read_text())
+    trained_length = json.loads((ddp_run / "training_args.json").read_text())["max_length"]
+    evaluator = RankingEvaluator(
+        load_catalog(WINES_CSV),
+        load_annotations(WINES_ANNOTATIONS, load_catalog(WINES_CSV)),
+        batch_size=128,
+        max_length=trained_length,
+    )
+    alone = evaluator(load_masked_lm(str(ddp_run)), AutoTokenizer.from_pretrained(tiny_model_path))
+    for name in ("mpr", "mrr", "hr@10", "hr@100"):
+        assert results[f"eval_{name}"] == pytest.approx(alone[name], abs=1e-3), name
+    AutoModel.from_pretrained(ddp_run)
+
+
+def test_two_process_run_resumes_from_its_checkpoint(tmp_path, tiny_model_path, ddp_run):
+    resumed = tmp_path / "resumed"
+    resumed.mkdir()
+    shutil.copytree(ddp_run / "checkpoint-2", resumed / "checkpoint-2")
+    train_wines(
+        "cpu.yaml",
+        tiny_model_path,
+        resumed,
+        "--resume_from_checkpoint",
+        str(resumed / "checkpoint-2"),
+        # Recomputes activations, so DDP cannot search for unused parameters; the frozen MLM head
+        # must leave none, or the second step fails.
+        "--activation_checkpointing",
+        "true",
+    )
+    # Optimizer, scheduler, data order and each process's random state were restored: the
+    # resumed run ends where the uninterrupted one did.
+    assert_same_weights(resumed, ddp_run)
+    state = json.loads((resumed / "checkpoint-4" / "trainer_state.json").read_text())
+    assert state["global_step"] == 4
+
+
+def test_deepspeed_zero2_trains_like_ddp_and_resumes_only_when_pickles_are_allowed(
+    tmp_path, tiny_model_path, ddp_run
+):
+    output_dir = tmp_path / "zero2"
+    train_wines("zero2.yaml", tiny_model_path, output_dir)
+    assert (output_dir / "checkpoint-4" / "global_step4").is_dir()  # DeepSpeed wrote the checkpoint
+    # Other reduction orders than DDP's: equal to float32 rounding (the weights move by ~1e-3).
+    assert_same_weights(output_dir, ddp_run, atol=1e-5)
+    AutoModel.from_pretrained(output_dir)
+
+    # DeepSpeed's optimizer files are pickles: resuming one needs the explicit option.
+    resumed = tmp_path / "zero2-resumed"
+    resume = ("--resume_from_checkpoint", str(output_dir / "checkpoint-2"))
+    with pytest.raises(AssertionError, match="allow_pickled_checkpoints"):
+        train_wines("zero2.yaml", tiny_model_path, resumed, *resume)
+    train_wines("zero2.yaml", tiny_model_path, resumed, *resume, "--allow_pickled_checkpoints", "true")
+    assert_same_weights(resumed, ddp_run, atol=1e-5)
+
+
+def test_deepspeed_zero3_checkpoint_consolidates_into_an_ordinary_checkpoint(
+    tmp_path, tiny_model_path, ddp_run
+):
+    output_dir = tmp_path / "zero3"
+    train_wines("zero3.yaml", tiny_model_path, output_dir)
+    shards = sorted(path.name for path in (output_dir / "checkpoint-4" / "global_step4").iterdir())
+    assert "zero_pp_rank_1_mp_rank_00_model_states.pt" in shards  # parameters were partitioned
+    consolidated = tmp_path / "consolidated"
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "metricbert_trainer.cli",
+            "consolidate",
+            str(output_dir / "checkpoint-4"),
+            str(consolidated),
+            "--allow-pickle",
+        ],
+        env=LAUNCH_ENV,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert (consolidated / "model.safetensors").is_file() and (consolidated / "tokenizer.json").is_file()
+    assert (consolidated / "modules.json").is_file() and (consolidated / "README.md").is_file()
+    AutoModel.from_pretrained(consolidated)
+    assert_same_weights(consolidated, ddp_run, atol=1e-5)
+
+
+def test_zero3_partitioned_model_gets_a_whole_guide(tmp_path, tiny_model_path):
+    output = tmp_path / "guide.json"
+    launch("zero3.yaml", MULTIPROCESS_SCRIPTS / "zero3_guide_copy.py", tiny_model_path, str(output))
+    result = json.loads(output.read_text())
+    assert result["partitioned"]
+    assert result["compared_tensors"] > 0 and result["max_difference"] == 0.0

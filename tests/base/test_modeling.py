@@ -1,0 +1,101 @@
+import torch
+
+from metricbert_trainer.base.collator import field_inputs
+from metricbert_trainer.base.modeling import (
+    find_mlm_head,
+    freeze_mlm_head,
+    load_masked_lm,
+    resolve_model_name,
+)
+from metricbert_trainer.base.pooling import mean_pool
+from metricbert_trainer.metricbert.collator import MetricBertCollator
+from metricbert_trainer.metricbert.forward import PoolingInput, _metric_forward, enable_metric_forward
+
+ITEMS = [
+    {
+        "title": "Rainstorm 2013 Pinot Gris (Willamette Valley)",
+        "description": "Tart and snappy, lime flesh and rind.",
+    },
+    {
+        "title": "Nicosia 2013 Vulkà Bianco (Etna)",
+        "description": "Aromas include tropical fruit, broom and dried herb.",
+    },
+    {
+        "title": "Sweet Cheeks 2012 Pinot Noir",
+        "description": "Much like the regular bottling, this comes across as rather rough.",
+    },
+]
+
+
+def _model(path):
+    model = load_masked_lm(path, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    model.eval()
+    return enable_metric_forward(model)
+
+
+def test_masked_only_head_matches_the_models_own_mlm_loss(tiny_model_path, tokenizer):
+    torch.manual_seed(0)
+    batch = MetricBertCollator(tokenizer, mlm_probability=0.3)(ITEMS)
+    model = _model(tiny_model_path)
+    with torch.no_grad():
+        ours = model(metric_batch=batch, fields=("title", "description"))
+        # Reference: transformers' own forward over every token, both fields' masked tokens pooled.
+        losses, counts = [], []
+        for name in ("title", "description"):
+            inputs = field_inputs(batch, name)
+            output = model(**inputs)
+            counts.append((inputs["labels"] != -100).sum())
+            losses.append(output.loss * counts[-1])
+            pooled = mean_pool(
+                model.base_model(**{k: v for k, v in inputs.items() if k != "labels"}).last_hidden_state,
+                inputs["attention_mask"],
+            )
+            torch.testing.assert_close(ours["embeddings"][0 if name == "title" else 1], pooled)
+    torch.testing.assert_close(ours["mlm_loss"], sum(losses) / sum(counts))
+
+
+def test_unknown_head_layout_falls_back_to_full_forward(tiny_model_path, tokenizer):
+    """Models whose head we cannot find get the full forward; both paths give the same numbers."""
+    torch.manual_seed(0)
+    batch = MetricBertCollator(tokenizer, mlm_probability=0.3)(ITEMS)
+    model = _model(tiny_model_path)
+    fields = ("title", "description")
+    with torch.no_grad():
+        fast = _metric_forward(
+            model, model._metricbert_plain_forward, find_mlm_head(model), batch, fields, PoolingInput.MASKED
+        )
+        generic = _metric_forward(
+            model, model._metricbert_plain_forward, None, batch, fields, PoolingInput.MASKED
+        )
+    torch.testing.assert_close(fast["mlm_loss"], generic["mlm_loss"])
+    torch.testing.assert_close(fast["embeddings"], generic["embeddings"])
+
+
+def test_unmasked_pooling_sees_the_original_tokens(tiny_model_path, tokenizer):
+    torch.manual_seed(0)
+    masked_batch = MetricBertCollator(tokenizer, mlm_probability=0.5)(ITEMS)
+    clean_batch = MetricBertCollator(tokenizer, mlm_probability=0.0)(ITEMS)
+    model = _model(tiny_model_path)
+    with torch.no_grad():
+        unmasked = model(
+            metric_batch=masked_batch, fields=("title", "description"), pooling_input=PoolingInput.UNMASKED
+        )
+        clean = model(metric_batch=clean_batch, fields=("title", "description"))
+    torch.testing.assert_close(unmasked["embeddings"], clean["embeddings"])
+    assert unmasked["mlm_loss"] > 0 and clean["mlm_loss"] == 0
+
+
+def test_default_model_resolves_to_the_offline_copy(minilm_path):
+    assert resolve_model_name("sentence-transformers/all-MiniLM-L6-v2") == minilm_path
+    assert resolve_model_name("bert-base-uncased") == "bert-base-uncased"
+
+
+def test_freezing_the_mlm_head_keeps_the_shared_word_embeddings_trainable(tiny_model_path):
+    model = load_masked_lm(tiny_model_path)
+    frozen = freeze_mlm_head(model)
+    assert "predictions.transform.dense.weight" in frozen and "predictions.bias" in frozen
+    assert model.get_input_embeddings().weight.requires_grad
+    assert all(parameter.requires_grad for parameter in model.base_model.parameters())
+    head = find_mlm_head(model)
+    trainable = {id(parameter) for parameter in model.base_model.parameters()}
+    assert all(not p.requires_grad for p in head.parameters() if id(p) not in trainable)

@@ -1,0 +1,140 @@
+import json
+
+import datasets
+import pandas as pd
+import pytest
+
+from metricbert_trainer.data.catalog import CatalogError, load_catalog
+
+ITEMS = [
+    {"sku": "a1", "name": "Red one", "text": "Cherry and plum."},
+    {"sku": "b2", "name": "White one", "text": "Lemon and flint."},
+    {"sku": "c3", "name": "Rosé", "text": "Strawberry, dry."},
+]
+
+
+def test_wine_sample_loads_with_default_columns(wines_csv, caplog):
+    with caplog.at_level("WARNING"):
+        catalog = load_catalog(wines_csv)
+    assert len(catalog) == 5810  # one row has an empty title and is skipped with a count
+    assert "skipping 1 items with an empty 'title'" in caplog.text
+    assert catalog.fields == ("title", "description")
+    assert catalog.ids[:2] == ["0", "1"]
+    assert set(catalog.dataset.column_names) == {"id", "title", "description"}  # no metadata columns
+
+
+@pytest.mark.parametrize("suffix", ["csv", "jsonl", "parquet"])
+def test_formats_and_column_names(tmp_path, suffix):
+    path = tmp_path / f"items.{suffix}"
+    frame = pd.DataFrame(ITEMS)
+    if suffix == "csv":
+        frame.to_csv(path, index=False)
+    elif suffix == "jsonl":
+        path.write_text("\n".join(json.dumps(item) for item in ITEMS), encoding="utf-8")
+    else:
+        frame.to_parquet(path)
+    catalog = load_catalog(path, id_column="sku", text_columns=["name", "text"])
+    assert catalog.ids == ["a1", "b2", "c3"]
+    assert catalog.texts("text")[2] == "Strawberry, dry."
+
+
+def test_datasets_dataset_and_row_numbers_as_ids():
+    catalog = load_catalog(datasets.Dataset.from_list(ITEMS), id_column=None, text_columns=["name", "text"])
+    assert catalog.ids == ["0", "1", "2"]
+
+
+def test_missing_column_lists_the_columns_found(tmp_path):
+    path = tmp_path / "items.csv"
+    pd.DataFrame(ITEMS).to_csv(path, index=False)
+    with pytest.raises(
+        CatalogError, match=r"missing column\(s\) \['title'.*columns found are \['sku', 'name', 'text'\]"
+    ):
+        load_catalog(path, id_column="sku")
+
+
+def test_missing_file_and_unknown_format(tmp_path):
+    with pytest.raises(CatalogError, match="not found"):
+        load_catalog(tmp_path / "nope.csv")
+    (tmp_path / "items.xml").write_text("<a/>")
+    with pytest.raises(CatalogError, match="unsupported catalog format"):
+        load_catalog(tmp_path / "items.xml")
+
+
+def test_empty_texts_skipped_or_rejected_when_strict(tmp_path):
+    path = tmp_path / "items.csv"
+    pd.DataFrame(ITEMS + [{"sku": "d4", "name": "  ", "text": "x"}]).to_csv(path, index=False)
+    assert len(load_catalog(path, id_column="sku", text_columns=["name", "text"])) == 3
+    with pytest.raises(CatalogError, match=r"empty or missing in 1 rows \(first file lines: \[5\]\)"):
+        load_catalog(path, id_column="sku", text_columns=["name", "text"], strict=True)
+
+
+def test_duplicate_ids_rejected(tmp_path):
+    path = tmp_path / "items.csv"
+    pd.DataFrame(ITEMS + [ITEMS[0]]).to_csv(path, index=False)
+    with pytest.raises(CatalogError, match="duplicated ids .*a1"):
+        load_catalog(path, id_column="sku", text_columns=["name", "text"])
+
+
+def test_non_utf8_names_the_line(tmp_path):
+    path = tmp_path / "items.csv"
+    path.write_bytes("sku,name,text\na1,ok,fine\nb2,caf\xe9,latin-1 here\n".encode("latin-1"))
+    with pytest.raises(CatalogError, match="line 3 is not valid UTF-8"):
+        load_catalog(path, id_column="sku", text_columns=["name", "text"])
+
+
+def test_too_few_items(tmp_path):
+    path = tmp_path / "items.csv"
+    pd.DataFrame(ITEMS[:1]).to_csv(path, index=False)
+    with pytest.raises(CatalogError, match="only 1 usable items"):
+        load_catalog(path, id_column="sku", text_columns=["name", "text"])
+
+
+def test_non_utf8_jsonl_names_the_line(tmp_path):
+    path = tmp_path / "items.jsonl"
+    lines = [json.dumps(item) for item in ITEMS]
+    lines[1] = lines[1].replace("White one", "Blanc s\xe9c")
+    path.write_bytes("\n".join(lines).encode("latin-1"))
+    with pytest.raises(CatalogError, match="items.jsonl: line 2 is not valid UTF-8"):
+        load_catalog(path, id_column="sku", text_columns=["name", "text"])
+
+
+def test_missing_ids_are_rejected_with_their_lines(tmp_path):
+    path = tmp_path / "items.csv"
+    path.write_text("sku,name,text\na1,Red one,Cherry.\n,White one,Lemon.\n  ,Rosé,Dry.\n", encoding="utf-8")
+    with pytest.raises(
+        CatalogError, match=r"'sku' is empty or missing in 2 rows \(first file lines: \[3, 4\]\)"
+    ):
+        load_catalog(path, id_column="sku", text_columns=["name", "text"])
+    frame = pd.DataFrame(ITEMS).astype(object)
+    frame.loc[0, "sku"] = None  # not the word 'None' or 'nan' as an id
+    with pytest.raises(CatalogError, match="'sku' is empty or missing in 1 rows"):
+        load_catalog(frame, id_column="sku", text_columns=["name", "text"])
+
+
+def test_missing_values_of_any_kind_are_empty_texts(caplog):
+    frame = pd.DataFrame(ITEMS + [{"sku": "d4", "name": "Orange one", "text": "Apricot."}]).astype(object)
+    frame.loc[1, "name"], frame.loc[2, "text"] = pd.NA, pd.NaT  # not the words '<NA>' and 'NaT'
+    catalog = load_catalog(frame, id_column="sku", text_columns=["name", "text"])
+    assert catalog.ids == ["a1", "d4"]
+
+
+def test_first_row_with_more_fields_than_the_header_is_an_error(tmp_path):
+    # pandas would read the extra fields as an index and shift every column by two.
+    path = tmp_path / "items.csv"
+    path.write_text(
+        "sku,name,text\na1,Red one,Cherry, plum and spice\nb2,White one,Lemon.\n", encoding="utf-8"
+    )
+    with pytest.raises(CatalogError, match="line 2 has 4 fields but the header has 3; quote the texts"):
+        load_catalog(path, id_column="sku", text_columns=["name", "text"])
+
+
+def test_unreadable_jsonl_and_parquet_are_catalog_errors(tmp_path):
+    jsonl = tmp_path / "items.jsonl"
+    jsonl.write_text(json.dumps(ITEMS[0]) + "\nnull\n", encoding="utf-8")
+    with pytest.raises(CatalogError, match="cannot be parsed as jsonl"):
+        load_catalog(jsonl, id_column="sku", text_columns=["name", "text"])
+    parquet = tmp_path / "items.parquet"
+    pd.DataFrame(ITEMS).to_parquet(parquet)
+    parquet.write_bytes(parquet.read_bytes()[:4] + b"\0" * 8 + parquet.read_bytes()[-8:])  # damaged
+    with pytest.raises(CatalogError, match="cannot be parsed as parquet"):
+        load_catalog(parquet, id_column="sku", text_columns=["name", "text"])

@@ -1,0 +1,131 @@
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from transformers import AutoModel, AutoModelForMaskedLM, AutoTokenizer
+
+from metricbert_trainer.data.catalog import load_catalog
+from metricbert_trainer.evaluation.encoding import encode_catalog, encode_texts
+
+TEXTS = [
+    "Crisp and dry.",
+    "Aromas include tropical fruit, broom, brimstone and dried herb, with brisk acidity on a long finish.",
+    "Ripe, fruity, smooth and structured.",
+    "Tart and snappy, the flavors of lime flesh and rind dominate.",
+    "Red.",
+]
+
+
+@pytest.fixture(scope="module")
+def tiny(tiny_model_path):
+    return AutoModelForMaskedLM.from_pretrained(tiny_model_path), AutoTokenizer.from_pretrained(
+        tiny_model_path
+    )
+
+
+@pytest.fixture(scope="module")
+def catalog(wines_csv):
+    frame = pd.read_csv(wines_csv, dtype=str, nrows=40)[["id", "title", "description"]]
+    return load_catalog(frame)
+
+
+def test_batched_embeddings_equal_one_at_a_time_in_the_original_order(tiny):
+    model, tokenizer = tiny
+    batched = encode_texts(model, tokenizer, TEXTS, batch_size=3)
+    single = np.stack([encode_texts(model, tokenizer, [text])[0] for text in TEXTS])
+    assert batched.dtype == np.float32 and batched.shape == (len(TEXTS), model.config.hidden_size)
+    np.testing.assert_allclose(batched, single, atol=1e-5)
+    reversed_order = encode_texts(model, tokenizer, TEXTS[::-1], batch_size=2)
+    np.testing.assert_allclose(reversed_order[::-1], batched, atol=1e-5)
+
+
+def test_embedding_is_the_masked_mean_of_the_last_layer(tiny):
+    model, tokenizer = tiny
+    model.eval()
+    inputs = tokenizer(TEXTS[1], return_tensors="pt")
+    with torch.no_grad():
+        expected = model.base_model(**inputs).last_hidden_state[0].mean(dim=0).numpy()
+    np.testing.assert_allclose(encode_texts(model, tokenizer, [TEXTS[1]])[0], expected, atol=1e-5)
+
+
+def test_train_and_eval_modes_are_restored(tiny):
+    model, tokenizer = tiny
+    model.train()
+    encode_texts(model, tokenizer, TEXTS[:2])
+    assert model.training
+    model.eval()
+    encode_texts(model, tokenizer, TEXTS[:2])
+    assert not model.training
+
+
+def test_bare_encoder_and_mlm_checkpoint_give_the_same_vectors(tiny, tiny_model_path):
+    model, tokenizer = tiny
+    encoder = AutoModel.from_pretrained(tiny_model_path)
+    np.testing.assert_allclose(
+        encode_texts(encoder, tokenizer, TEXTS), encode_texts(model, tokenizer, TEXTS), atol=1e-5
+    )
+
+
+def test_truncation_and_empty_input(tiny):
+    model, tokenizer = tiny
+    long_text = " ".join(["tannic"] * 400)
+    np.testing.assert_allclose(
+        encode_texts(model, tokenizer, [long_text], max_length=16),
+        encode_texts(model, tokenizer, [" ".join(["tannic"] * 14)], max_length=16),
+        atol=1e-5,
+    )
+    assert encode_texts(model, tokenizer, []).shape == (0, model.config.hidden_size)
+
+
+def test_encode_catalog_views(tiny, catalog):
+    model, tokenizer = tiny
+    per_field = encode_catalog(model, tokenizer, catalog, batch_size=16)
+    assert set(per_field) == {"title", "description"}
+    np.testing.assert_allclose(
+        per_field["title"], encode_texts(model, tokenizer, catalog.texts("title")), atol=1e-5
+    )
+    concat = encode_catalog(model, tokenizer, catalog, mode="concat", batch_size=16)
+    joined = [
+        f"{title} {description}"
+        for title, description in zip(catalog.texts("title"), catalog.texts("description"), strict=True)
+    ]
+    np.testing.assert_allclose(concat["concat"], encode_texts(model, tokenizer, joined), atol=1e-5)
+    assert list(encode_catalog(model, tokenizer, catalog, mode="description")) == ["description"]
+
+
+def test_cache_is_reused_until_model_or_settings_change(tiny_model_path, catalog, tmp_path, caplog):
+    model = AutoModelForMaskedLM.from_pretrained(tiny_model_path)
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_path)
+    cache = tmp_path / "embeddings.npz"
+    first = encode_catalog(model, tokenizer, catalog, cache_path=cache)
+    written = cache.stat().st_mtime_ns
+    with np.load(cache, allow_pickle=False) as stored:  # plain arrays, no pickle
+        assert {"fingerprint", "view:title", "view:description"} <= set(stored.files)
+
+    with caplog.at_level(logging.INFO, logger="metricbert_trainer.evaluation.encoding"):
+        again = encode_catalog(model, tokenizer, catalog, cache_path=cache)
+    assert "Reusing catalog embeddings" in caplog.text
+    assert cache.stat().st_mtime_ns == written
+    for field in catalog.fields:
+        np.testing.assert_array_equal(again[field], first[field])
+
+    # A reloaded copy of the same checkpoint (its unused pooler re-initialised) still hits the cache.
+    reloaded = AutoModel.from_pretrained(tiny_model_path)
+    np.testing.assert_array_equal(
+        encode_catalog(reloaded, tokenizer, catalog, cache_path=cache)["title"], first["title"]
+    )
+    assert cache.stat().st_mtime_ns == written
+
+    with torch.no_grad():
+        model.base_model.embeddings.word_embeddings.weight.add_(0.5)  # as a training step would
+    changed = encode_catalog(model, tokenizer, catalog, cache_path=cache)
+    assert not np.allclose(changed["title"], first["title"])
+    assert cache.stat().st_mtime_ns != written
+
+    rewritten = cache.stat().st_mtime_ns
+    encode_catalog(model, tokenizer, catalog, cache_path=cache, max_length=8)
+    assert cache.stat().st_mtime_ns != rewritten

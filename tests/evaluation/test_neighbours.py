@@ -1,0 +1,149 @@
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import sparse
+
+from metricbert_trainer.data.catalog import load_catalog
+from metricbert_trainer.evaluation import neighbours
+from metricbert_trainer.evaluation.neighbours import catalog_views, distance_rows, mode_label, top_k
+
+
+def brute_force_distances(vectors: dict[str, np.ndarray], distance: str) -> np.ndarray:
+    """The plain full-matrix computation the chunked code must reproduce."""
+    total = 0.0
+    for matrix in vectors.values():
+        matrix = np.asarray(matrix, dtype=np.float64)
+        if distance == "euclidean":
+            total = total + np.linalg.norm(matrix[:, None, :] - matrix[None, :, :], axis=-1)
+            continue
+        unit = matrix / np.linalg.norm(matrix, axis=1, keepdims=True)
+        cosine = np.clip(unit @ unit.T, -1.0, 1.0)
+        total = total + (np.arccos(cosine) / np.pi if distance == "angular" else 1.0 - cosine)
+    return total
+
+
+def brute_force_top_k(vectors: dict[str, np.ndarray], distance: str, k: int) -> tuple[np.ndarray, np.ndarray]:
+    full = brute_force_distances(vectors, distance)
+    np.fill_diagonal(full, np.inf)
+    order = np.argsort(full, axis=1, kind="stable")[:, :k]
+    return order, np.take_along_axis(full, order, axis=1)
+
+
+@pytest.fixture
+def small_blocks(monkeypatch):
+    """Blocks and slices of a few rows, so that the tests go through many of them."""
+    monkeypatch.setattr(neighbours, "BLOCK_BYTES", 4 * 300 * 7)
+    monkeypatch.setattr(neighbours, "SLICE_BYTES", 4 * 300 * 3)
+
+
+def random_views(
+    num_items: int = 300, seed: int = 0, dims: tuple[int, ...] = (24, 16)
+) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return {
+        f"view{index}": rng.normal(size=(num_items, dim)).astype(np.float32) for index, dim in enumerate(dims)
+    }
+
+
+@pytest.mark.parametrize(
+    ("distance", "dims"),
+    [
+        ("angular", (24,)),  # ranked on the cosine, arccos on the k kept only
+        ("angular", (24, 16)),  # Metric_Inf: a sum of angles
+        ("cosine", (24, 16)),
+        ("euclidean", (24, 16)),
+    ],
+)
+def test_chunked_top_k_equals_brute_force(small_blocks, distance, dims):
+    vectors = random_views(dims=dims)
+    result = top_k(vectors, distance, k=15)
+    expected_indices, expected_distances = brute_force_top_k(vectors, distance, 15)
+    np.testing.assert_array_equal(result.indices, expected_indices)
+    np.testing.assert_allclose(result.distances, expected_distances, atol=2e-5)
+    assert result.indices.dtype == np.int64 and result.distances.dtype == np.float32
+
+
+def test_an_item_is_never_its_own_neighbour_even_beside_a_duplicate(small_blocks):
+    vectors = random_views(num_items=50)
+    for matrix in vectors.values():
+        matrix[7] = matrix[3]  # items 3 and 7 are identical
+    result = top_k(vectors, "angular", k=49)
+    assert not (result.indices == np.arange(50)[:, None]).any()
+    assert result.indices[3, 0] == 7 and result.indices[7, 0] == 3
+    assert sorted(result.indices[0].tolist()) == list(range(1, 50))
+
+
+def test_queries_k_cap_and_distance_rows(small_blocks):
+    vectors = random_views(num_items=40)
+    everyone = top_k(vectors, "angular", k=5)
+    some = top_k(vectors, "angular", k=5, queries=[9, 2, 30])
+    np.testing.assert_array_equal(some.indices, everyone.indices[[9, 2, 30]])
+    assert top_k(vectors, "angular", k=500).indices.shape == (40, 39)
+    assert top_k(vectors, "angular", k=5, queries=[]).indices.shape == (0, 5)
+    rows, expected = (
+        distance_rows(vectors, "angular", [4, 0]),
+        brute_force_distances(vectors, "angular")[[4, 0]],
+    )
+    rows[[0, 1], [4, 0]] = expected[[0, 1], [4, 0]] = 0.0  # an item's own distance is clamped to ~1e-3, not 0
+    np.testing.assert_allclose(rows, expected, atol=2e-5)
+
+
+def test_sparse_views_rank_like_their_dense_copies(small_blocks):
+    rng = np.random.default_rng(1)
+    dense = {}
+    for field in ("title", "description"):
+        dense[field] = rng.random((60, 30)) * (rng.random((60, 30)) < 0.2)
+        dense[field][:, 0] += 0.01  # no all-zero rows
+    sparse_result = top_k(
+        {field: sparse.csr_matrix(matrix) for field, matrix in dense.items()}, "cosine", k=8
+    )
+    dense_result = top_k(dense, "cosine", k=8)
+    np.testing.assert_array_equal(sparse_result.indices, dense_result.indices)
+    np.testing.assert_allclose(sparse_result.distances, dense_result.distances, atol=1e-5)
+
+
+def test_faiss_agrees_with_exact(small_blocks):
+    pytest.importorskip("faiss")
+    one_view = random_views(dims=(24,))
+    exact = top_k(one_view, "angular", k=10)
+    found = top_k(one_view, "angular", k=10, backend="faiss")
+    np.testing.assert_array_equal(found.indices, exact.indices)
+    np.testing.assert_allclose(found.distances, exact.distances, atol=1e-5)
+
+    # Metric_Inf: the index orders by the summed cosine, the re-ranking by the summed angle.
+    two_views = random_views(dims=(24, 16))
+    exact = top_k(two_views, "angular", k=10)
+    everything = top_k(two_views, "angular", k=10, backend="faiss", faiss_candidates=299)
+    np.testing.assert_array_equal(everything.indices, exact.indices)
+    default = top_k(two_views, "angular", k=10, backend="faiss")
+    recall = np.mean([len(set(a) & set(b)) / 10 for a, b in zip(default.indices, exact.indices, strict=True)])
+    assert recall > 0.98
+    approximate = top_k(two_views, "angular", k=10, backend="faiss", faiss_index="HNSW32")
+    assert not (approximate.indices == np.arange(300)[:, None]).any()
+
+
+def test_bad_inputs_are_named():
+    with pytest.raises(ValueError, match="same items"):
+        top_k({"a": np.ones((5, 3)), "b": np.ones((6, 3))}, "angular")
+    with pytest.raises(ValueError, match="NaN"):
+        top_k({"a": np.full((5, 3), np.nan)}, "angular")
+    with pytest.raises(ValueError, match="backend"):
+        top_k(random_views(num_items=5), "angular", backend="annoy")
+    with pytest.raises(ValueError, match="item indices"):
+        distance_rows(random_views(num_items=5), "angular", [5])
+
+
+def test_catalog_views():
+    frame = pd.DataFrame({"id": ["a", "b"], "title": ["Red", "White"], "description": ["Bold.", "Crisp."]})
+    catalog = load_catalog(frame)
+    assert catalog_views(catalog, "metric_inf") == {
+        "title": ["Red", "White"],
+        "description": ["Bold.", "Crisp."],
+    }
+    assert catalog_views(catalog, "concat") == {"concat": ["Red Bold.", "White Crisp."]}
+    assert catalog_views(catalog, "title") == {"title": ["Red", "White"]}
+    with pytest.raises(ValueError, match="catalog field"):
+        catalog_views(catalog, "variety")
+    assert [mode_label(mode) for mode in ("concat", "metric_inf", "title")] == ["Mean", "Metric_Inf", "title"]

@@ -1,0 +1,58 @@
+"""The guard against forgetting: relational distillation towards the starting model."""
+
+import pytest
+import torch
+
+from metricbert_trainer.metricbert.losses.distillation import relational_distillation
+
+
+def test_no_loss_and_no_gradient_while_the_model_agrees_with_the_guide():
+    elements = torch.randn(8, 16, requires_grad=True)
+    loss = relational_distillation(elements, elements.detach().clone(), temperature=0.05)
+    loss.backward()
+    assert float(loss) == pytest.approx(0.0, abs=1e-6)
+    assert float(elements.grad.abs().max()) < 1e-5
+
+
+@pytest.mark.parametrize("include_positive", [True, False])
+def test_matches_the_kl_divergence_written_out_by_hand(include_positive):
+    torch.manual_seed(0)
+    student, guide = torch.randn(6, 4), torch.randn(6, 4)  # 3 items: rows 0-2 titles, 3-5 descriptions
+    temperature = 0.5
+    expected = []
+    for anchor in range(6):
+        positive = (anchor + 3) % 6
+        others = [j for j in range(6) if j != anchor and (include_positive or j != positive)]
+        s = torch.nn.functional.cosine_similarity(student[anchor][None], student[others]) / temperature
+        g = torch.nn.functional.cosine_similarity(guide[anchor][None], guide[others]) / temperature
+        p, log_q = g.softmax(0), s.log_softmax(0)
+        expected.append(float((p * (p.log() - log_q)).sum()))
+    loss = relational_distillation(student, guide, temperature=temperature, include_positive=include_positive)
+    assert float(loss) == pytest.approx(sum(expected) / 6, rel=1e-5)
+
+
+def test_pulls_a_drifted_model_back_towards_the_guide_structure():
+    torch.manual_seed(1)
+    guide = torch.randn(10, 8)
+    student = (guide + 0.8 * torch.randn(10, 8)).requires_grad_(True)
+    optimizer = torch.optim.SGD([student], lr=0.05)
+    losses = []
+    for _ in range(50):
+        loss = relational_distillation(student, guide, temperature=0.1)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(float(loss))
+    assert losses[-1] < 0.5 * losses[0]
+
+
+def test_a_one_item_batch_gives_a_zero_joined_to_the_graph():
+    elements = torch.randn(2, 4, requires_grad=True)
+    loss = relational_distillation(elements, elements.detach(), temperature=0.05)
+    loss.backward()
+    assert float(loss) == 0.0 and elements.grad is not None
+
+
+def test_temperature_must_be_positive():
+    with pytest.raises(ValueError, match="temperature"):
+        relational_distillation(torch.randn(4, 2), torch.randn(4, 2), temperature=0.0)

@@ -1,0 +1,54 @@
+import math
+
+import torch
+
+from metricbert_trainer.base.modeling import load_masked_lm
+from metricbert_trainer.base.pooling import mean_pool
+from metricbert_trainer.metricbert.collator import MetricBertCollator
+from metricbert_trainer.metricbert.guide import StartingModelGuide
+
+
+def _unit(degrees):
+    return [math.cos(math.radians(degrees)), math.sin(math.radians(degrees))]
+
+
+def test_closer_than_positive_and_negative_closer_rate_on_hand_built_vectors():
+    # Titles at 0 and 10 degrees, descriptions at 40 and 45: each title's sibling title is closer than its description.
+    vectors = torch.tensor([_unit(0), _unit(10), _unit(40), _unit(45)])
+    anchor, positive = torch.tensor([0, 1]), torch.tensor([2, 3])
+    closer = StartingModelGuide.closer_than_positive(vectors, anchor, positive)
+    assert closer.tolist() == [[True, True, False, False], [True, True, True, False]]
+    assert StartingModelGuide.negative_closer_rate(vectors, anchor, positive, torch.tensor([1, 0])) == 1.0
+    assert StartingModelGuide.negative_closer_rate(vectors, anchor, positive, torch.tensor([3, 2])) == 0.5
+
+
+def test_a_filter_margin_also_excludes_candidates_just_beyond_the_positive():
+    # Anchor at 0 degrees, positive at 36 (angular distance 0.2); candidates at 30, 40, 54 and 90 degrees.
+    vectors = torch.tensor([_unit(0), _unit(36), _unit(30), _unit(40), _unit(54), _unit(90)])
+    anchor, positive = torch.tensor([0]), torch.tensor([1])
+    plain = StartingModelGuide.closer_than_positive(vectors, anchor, positive)
+    assert plain[0, 2:].tolist() == [True, False, False, False]
+    # A margin of 0.1 (18 degrees) reaches out to 54 degrees, exclusive.
+    widened = StartingModelGuide.closer_than_positive(vectors, anchor, positive, margin=0.1)
+    assert widened[0, 2:].tolist() == [True, True, False, False]
+    widened = StartingModelGuide.closer_than_positive(vectors, anchor, positive, margin=0.11)
+    assert widened[0, 2:].tolist() == [True, True, True, False]
+
+
+def test_guide_embeds_the_unmasked_text_and_stays_frozen(tiny_model_path, tokenizer):
+    model = load_masked_lm(tiny_model_path)
+    guide = StartingModelGuide(model)
+    items = [
+        {"title": "Pinot Gris", "description": "Tart and snappy."},
+        {"title": "Etna Bianco", "description": "Broom."},
+    ]
+    torch.manual_seed(0)
+    batch = MetricBertCollator(tokenizer, mlm_probability=0.5)(items)
+    with torch.no_grad():
+        model.base_model.embeddings.word_embeddings.weight.add_(1.0)  # training moves the live model
+    clean = tokenizer([item["title"] for item in items], padding=True, return_tensors="pt")
+    original = load_masked_lm(tiny_model_path).base_model.eval()
+    with torch.no_grad():
+        expected = mean_pool(original(**clean).last_hidden_state, clean["attention_mask"])
+    torch.testing.assert_close(guide.embed(batch, ("title", "description"))[:2], expected)
+    assert not any(parameter.requires_grad for parameter in guide.encoder.parameters())

@@ -1,0 +1,85 @@
+"""The MLM-head warm-up: only the head learns, and its MLM loss falls."""
+
+import pytest
+import torch
+
+from metricbert_trainer.base.modeling import load_masked_lm
+from metricbert_trainer.data.catalog import load_catalog
+from metricbert_trainer.metricbert.config import MetricBertConfig
+from metricbert_trainer.metricbert.mlm_warmup import head_parameters
+from metricbert_trainer.metricbert.trainer import MetricBertTrainer
+
+
+def _trainer(tmp_path, model_path, tokenizer, items, **overrides):
+    args = MetricBertConfig(
+        output_dir=str(tmp_path / "out"),
+        per_device_train_batch_size=16,
+        max_steps=2,
+        learning_rate=1e-3,
+        logging_steps=1,
+        save_strategy="no",
+        report_to="none",
+        use_cpu=True,
+        cpu_bf16=False,
+        max_length=64,
+        mlm_weight=1.0,
+        mlm_probability=0.15,
+        **overrides,
+    )
+    return MetricBertTrainer(
+        load_masked_lm(model_path), args, train_dataset=items, processing_class=tokenizer
+    )
+
+
+def test_warm_up_trains_the_head_alone_and_lowers_its_mlm_loss(
+    tmp_path, tiny_model_path, tokenizer, wines_csv
+):
+    items = load_catalog(wines_csv).dataset.select(range(128))
+    trainer = _trainer(
+        tmp_path,
+        tiny_model_path,
+        tokenizer,
+        items,
+        mlm_head_warmup_steps=40,
+        mlm_head_warmup_learning_rate=1e-2,
+    )
+    encoder_before = {name: value.clone() for name, value in trainer.model.base_model.state_dict().items()}
+    head_before = [parameter.detach().clone() for parameter in head_parameters(trainer.model)]
+    trainer.args.max_steps = 0  # the warm-up alone: no joint step
+    trainer.args.num_train_epochs = 0
+    trainer.train()
+    warmup = trainer.mlm_head_warmup
+    assert warmup.steps == 40 and warmup.loss_after < warmup.loss_before - 0.3, warmup
+    for name, value in trainer.model.base_model.state_dict().items():
+        assert torch.equal(value, encoder_before[name]), name  # the tied decoder included
+    changed = [
+        not torch.equal(a, b.detach())
+        for a, b in zip(head_before, head_parameters(trainer.model), strict=True)
+    ]
+    assert all(changed)
+    assert "MLM loss" in trainer.objective_card_section()
+
+
+def test_mlm_weight_ramps_up_over_the_first_steps(tmp_path, tiny_model_path, tokenizer, wines_csv):
+    items = load_catalog(wines_csv).dataset.select(range(32))
+    trainer = _trainer(tmp_path, tiny_model_path, tokenizer, items, mlm_weight_ramp_steps=4)
+    weights = []
+    for step in range(6):
+        trainer.state.global_step = step
+        weights.append(trainer.current_mlm_weight)
+    assert weights == [0.25, 0.5, 0.75, 1.0, 1.0, 1.0]
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ({"mlm_head_warmup_steps": 10}, "mlm_weight > 0"),
+        ({"mlm_head_warmup_steps": -1}, ">= 0"),
+        ({"mlm_weight": 1, "mlm_probability": 0.15, "mlm_head_warmup_learning_rate": 0}, "learning_rate"),
+        ({"distill_weight": -1}, "distill_weight"),
+        ({"distill_temperature": 0}, "distill_temperature"),
+    ],
+)
+def test_new_options_out_of_range_are_refused(tmp_path, options, message):
+    with pytest.raises(ValueError, match=message):
+        MetricBertConfig(output_dir=str(tmp_path), report_to="none", use_cpu=True, **options)

@@ -1,0 +1,303 @@
+import json
+
+import numpy as np
+import pytest
+import torch
+from transformers import AutoModel, AutoModelForMaskedLM
+
+from metricbert_trainer.base.modeling import load_masked_lm
+from metricbert_trainer.base.pooling import mean_pool
+from metricbert_trainer.data.catalog import load_catalog
+from metricbert_trainer.metricbert.collator import MetricBertCollator
+from metricbert_trainer.metricbert.config import MetricBertConfig
+from metricbert_trainer.metricbert.trainer import MetricBertTrainer
+
+
+@pytest.fixture(scope="module")
+def wine_items(wines_csv):
+    return load_catalog(wines_csv).dataset.select(range(64))
+
+
+def _config(tmp_path, **overrides):
+    values = dict(
+        output_dir=str(tmp_path / "out"),
+        per_device_train_batch_size=16,
+        learning_rate=1e-3,
+        num_train_epochs=1,
+        logging_steps=1,
+        save_strategy="no",
+        report_to="none",
+        seed=0,
+        margin=0.2,
+        use_cpu=True,
+        distill_weight=0.0,  # these tests study the triplet term; the guard has tests of its own
+    )
+    values.update(overrides)
+    return MetricBertConfig(**values)
+
+
+def _loss_history(trainer, name):
+    return [entry[name] for entry in trainer.state.log_history if name in entry]
+
+
+def test_triplet_loss_falls_and_terms_are_logged(tmp_path, tiny_model_path, tokenizer, wine_items):
+    # Random negatives: hard ones make a randomly initialised encoder collapse (see the next test).
+    args = _config(
+        tmp_path,
+        num_train_epochs=10,
+        mlm_weight=0.1,
+        mlm_probability=0.15,
+        learning_rate=5e-3,
+        mining="random",
+    )
+    trainer = MetricBertTrainer(
+        load_masked_lm(tiny_model_path), args, train_dataset=wine_items, processing_class=tokenizer
+    )
+    trainer.train()
+    triplet = _loss_history(trainer, "triplet_loss")
+    assert len(triplet) == 40
+    assert np.mean(triplet[-4:]) < 0.5 * np.mean(triplet[:4]), triplet
+    logged = trainer.state.log_history[0]
+    for key in (
+        "loss",
+        "mlm_loss",
+        "margin_violation_rate",
+        "negative_closer_rate",
+        "mean_d_ap",
+        "mean_d_an",
+        "embedding_spread",
+    ):
+        assert key in logged, key
+    # The untrained tiny head starts near ln(vocabulary size).
+    assert abs(logged["mlm_loss"] - np.log(tokenizer.vocab_size)) < 1.5
+
+
+def test_collapse_is_detected_and_warned(tmp_path, tiny_model_path, tokenizer, wine_items, caplog):
+    # Unfiltered hard negatives from a random start: the trivial solution (all embeddings equal, loss = margin).
+    args = _config(tmp_path, num_train_epochs=6, false_negative_filter=False, learning_rate=3e-3)
+    trainer = MetricBertTrainer(
+        load_masked_lm(tiny_model_path), args, train_dataset=wine_items, processing_class=tokenizer
+    )
+    with caplog.at_level("WARNING", logger="metricbert_trainer.metricbert.trainer"):
+        trainer.train()
+    spread = _loss_history(trainer, "embedding_spread")
+    assert spread[-1] < 0.5 * spread[0]
+    assert any("collapsing" in record.getMessage() for record in caplog.records)
+
+
+def test_loss_is_weighted_sum_of_terms(tmp_path, tiny_model_path, tokenizer, wine_items):
+    args = _config(tmp_path, triplet_weight=2.0, mlm_weight=0.5, mlm_probability=0.15, learning_rate=0.0)
+    trainer = MetricBertTrainer(
+        load_masked_lm(tiny_model_path), args, train_dataset=wine_items, processing_class=tokenizer
+    )
+    trainer.train()
+    entry = trainer.state.log_history[0]
+    assert entry["loss"] == pytest.approx(0.5 * entry["mlm_loss"] + 2.0 * entry["triplet_loss"], rel=1e-3)
+
+
+def test_text_columns_survive_remove_unused_columns(tmp_path, tiny_model_path, tokenizer, wine_items):
+    args = _config(tmp_path, remove_unused_columns=True, max_steps=1, mlm_weight=1.0, mlm_probability=0.15)
+    trainer = MetricBertTrainer(
+        load_masked_lm(tiny_model_path), args, train_dataset=wine_items, processing_class=tokenizer
+    )
+    batch = next(iter(trainer.get_train_dataloader()))
+    assert "title_input_ids" in batch and "description_labels" in batch
+
+
+def test_gradient_accumulation_averages_micro_batches(tmp_path, tiny_model_path, tokenizer, wine_items):
+    """Two accumulated micro-batches give the gradient of the mean of their two losses."""
+    torch.manual_seed(0)
+    collator = MetricBertCollator(tokenizer, max_length=32)
+    micro_batches = [collator(list(wine_items.select(range(start, start + 8)))) for start in (0, 8)]
+    args = _config(tmp_path, gradient_accumulation_steps=2, mlm_weight=1.0, mlm_probability=0.15)
+    model = load_masked_lm(tiny_model_path, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    trainer = MetricBertTrainer(model, args, train_dataset=wine_items, processing_class=tokenizer)
+    trainer.current_gradient_accumulation_steps = 2
+    model.train()
+    for batch in micro_batches:
+        trainer.training_step(model, batch)
+    accumulated = {name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None}
+
+    model.zero_grad()
+    losses = [trainer.compute_loss(model, batch) for batch in micro_batches]
+    ((losses[0] + losses[1]) / 2).backward()
+    for name, parameter in model.named_parameters():
+        if parameter.grad is not None:
+            torch.testing.assert_close(accumulated[name], parameter.grad, rtol=1e-4, atol=1e-6)
+
+
+def test_saved_checkpoint_reloads_to_identical_embeddings(tmp_path, tiny_model_path, tokenizer, wine_items):
+    args = _config(tmp_path, max_steps=2)
+    trainer = MetricBertTrainer(
+        load_masked_lm(tiny_model_path), args, train_dataset=wine_items, processing_class=tokenizer
+    )
+    trainer.train()
+    trainer.save_model(args.output_dir)
+    inputs = tokenizer(wine_items["description"][:4], padding=True, return_tensors="pt")
+
+    def embed(model):
+        model.eval()
+        with torch.no_grad():
+            return mean_pool(model.base_model(**inputs).last_hidden_state, inputs["attention_mask"])
+
+    trained = embed(trainer.model)
+    torch.testing.assert_close(embed(AutoModel.from_pretrained(args.output_dir)), trained)
+    torch.testing.assert_close(embed(AutoModelForMaskedLM.from_pretrained(args.output_dir)), trained)
+
+
+def test_false_negative_filter_never_mines_what_the_starting_model_ranks_above_the_positive(
+    tmp_path, tiny_model_path, tokenizer, wine_items
+):
+    args = _config(tmp_path, max_steps=3, false_negative_filter=True)
+    trainer = MetricBertTrainer(
+        load_masked_lm(tiny_model_path), args, train_dataset=wine_items, processing_class=tokenizer
+    )
+    trainer.train()
+    assert _loss_history(trainer, "guide_negative_closer_rate") == [0.0, 0.0, 0.0]
+    assert all(rate > 0 for rate in _loss_history(trainer, "filtered_candidate_rate"))
+
+    unfiltered = MetricBertTrainer(
+        load_masked_lm(tiny_model_path),
+        _config(tmp_path, max_steps=1, false_negative_filter=False),
+        train_dataset=wine_items,
+        processing_class=tokenizer,
+    )
+    unfiltered.train()
+    # Without the filter, hard mining picks exactly those suspects on a homogeneous catalog.
+    assert _loss_history(unfiltered, "guide_negative_closer_rate")[0] > 0.5
+
+    widened = MetricBertTrainer(
+        load_masked_lm(tiny_model_path),
+        _config(tmp_path, max_steps=3, false_negative_filter=True, false_negative_margin=0.05),
+        train_dataset=wine_items,
+        processing_class=tokenizer,
+    )
+    widened.train()
+    # The same batches (same seed): a margin filters every candidate the plain filter did, and more.
+    margins = zip(
+        _loss_history(widened, "filtered_candidate_rate"),
+        _loss_history(trainer, "filtered_candidate_rate"),
+        strict=True,
+    )
+    assert all(with_margin > without for with_margin, without in margins)
+
+
+def test_ranking_metrics_drive_best_model_and_early_stopping(
+    tmp_path, tiny_model_path, tokenizer, wine_items
+):
+    from transformers import EarlyStoppingCallback
+
+    from metricbert_trainer.data.annotations import Annotations
+    from metricbert_trainer.data.catalog import load_catalog
+    from metricbert_trainer.evaluation.evaluator import RankingEvaluator
+
+    catalog = load_catalog(wine_items)
+    annotations = Annotations({0: (1, 2, 3), 10: (11, 12), 20: (21, 22, 23)}, source="hand-made")
+    args = _config(
+        tmp_path,
+        num_train_epochs=20,
+        eval_strategy="steps",
+        eval_steps=1,
+        save_strategy="steps",
+        save_steps=1,
+        metric_for_best_model="mpr",
+        greater_is_better=True,
+        load_best_model_at_end=True,
+        learning_rate=0.0,  # nothing changes, so the metric never improves and training stops early
+    )
+    trainer = MetricBertTrainer(
+        load_masked_lm(tiny_model_path),
+        args,
+        train_dataset=wine_items,
+        processing_class=tokenizer,
+        ranking_evaluator=RankingEvaluator(catalog, annotations, max_length=32),
+        callbacks=[EarlyStoppingCallback(early_stopping_patience=2)],
+    )
+    trainer.train()
+    evaluations = [entry for entry in trainer.state.log_history if "eval_mpr" in entry]
+    assert {"eval_mrr", "eval_hr@10", "eval_hr@100", "eval_raw_mpr"} <= set(evaluations[0])
+    assert trainer.state.global_step == 3  # stopped after 2 evaluations without improvement
+    assert trainer.state.best_metric == evaluations[0]["eval_mpr"]
+    assert trainer.state.best_model_checkpoint.endswith("checkpoint-1")
+
+
+@pytest.mark.parametrize(
+    ("objective", "overrides"),
+    [
+        ("contrastive", {}),
+        ("cosine", {}),
+        ("mnrl", {}),
+        ("logistic_triplet", {}),
+        ("triplet", {"distance": "euclidean", "margin": 1.0}),
+    ],
+)
+def test_every_objective_trains_logs_its_term_and_reaches_the_model_card(
+    tmp_path, tiny_model_path, tokenizer, wine_items, objective, overrides
+):
+    args = _config(tmp_path, objective=objective, num_train_epochs=5, learning_rate=3e-3, **overrides)
+    trainer = MetricBertTrainer(
+        load_masked_lm(tiny_model_path), args, train_dataset=wine_items, processing_class=tokenizer
+    )
+    trainer.train()
+    term = _loss_history(trainer, f"{objective}_loss")
+    assert len(term) == 20 and all(np.isfinite(term))
+    assert np.mean(term[-4:]) < np.mean(term[:4]), term
+    assert trainer.state.log_history[0]["loss"] == pytest.approx(term[0], rel=1e-4)
+    trainer.create_model_card()
+    card = (tmp_path / "out" / "README.md").read_text(encoding="utf-8")
+    recorded = json.loads(card.split("## MetricBERT objective")[1].split("```json")[1].split("```")[0])
+    assert recorded == args.loss_config() and recorded["objective"] == objective
+
+
+def test_texts_longer_than_max_length_are_truncated_and_counted(
+    tmp_path, tiny_model_path, tokenizer, wine_items, caplog
+):
+    caplog.set_level("WARNING", logger="metricbert_trainer")
+    long_description = " ".join(["tannic"] * 300)
+    items = wine_items.select(range(8)).map(
+        lambda item, index: {"description": long_description if index < 3 else item["description"]},
+        with_indices=True,
+    )
+    trainer = MetricBertTrainer(
+        model=load_masked_lm(tiny_model_path),
+        args=_config(tmp_path, max_length=64),
+        train_dataset=items,
+        processing_class=tokenizer,
+    )
+    assert "3 of 8 description texts are longer than max_length=64 tokens and are truncated" in caplog.text
+    batch = trainer.data_collator(list(items))
+    assert batch["description_input_ids"].shape == (8, 64)
+
+
+def test_catalogs_smaller_than_a_batch(tmp_path, tiny_model_path, tokenizer, wine_items, caplog):
+    caplog.set_level("WARNING", logger="metricbert_trainer")
+    trainer = MetricBertTrainer(
+        model=load_masked_lm(tiny_model_path),
+        args=_config(tmp_path, num_train_epochs=3),
+        train_dataset=wine_items.select(range(3)),
+        processing_class=tokenizer,
+    )
+    assert "3 items, fewer than one batch (16)" in caplog.text
+    trainer.train()
+    assert all(np.isfinite(loss) for loss in _loss_history(trainer, "loss"))
+    with pytest.raises(ValueError, match="1 item"):
+        MetricBertTrainer(
+            model=load_masked_lm(tiny_model_path),
+            args=_config(tmp_path),
+            train_dataset=wine_items.select(range(1)),
+            processing_class=tokenizer,
+        )
+
+
+def test_a_one_item_last_batch_adds_no_triplet(tmp_path, tiny_model_path, tokenizer, wine_items):
+    # 17 items in batches of 16: the last batch has one item, so no negative to mine.
+    trainer = MetricBertTrainer(
+        model=load_masked_lm(tiny_model_path),
+        args=_config(tmp_path, logging_steps=1),
+        train_dataset=wine_items.select(range(17)),
+        processing_class=tokenizer,
+    )
+    trainer.train()
+    losses = _loss_history(trainer, "triplet_loss")
+    assert len(losses) == 2 and losses[0] > 0 and losses[1] == 0
+    assert all(torch.isfinite(parameter).all() for parameter in trainer.model.parameters())

@@ -1,0 +1,122 @@
+"""The wines recipe end to end, launched the way users launch it."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+from conftest import QUICK_RUN, REPO_ROOT, accelerate_command, flags
+from transformers import AutoModel, AutoModelForMaskedLM
+
+
+@pytest.mark.slow
+def test_accelerate_launch_trains_evaluates_and_saves(tmp_path, tiny_model_path):
+    output_dir = tmp_path / "run"
+    command = accelerate_command(
+        "single_gpu.yaml",
+        "recipes/train_wines.py",
+        *flags(
+            model_name_or_path=tiny_model_path,
+            output_dir=output_dir,
+            **QUICK_RUN,
+            learning_rate="1e-4",
+        ),
+    )
+    result = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    # Loss terms in the log, a progress bar, and the ranking metrics of the final evaluation.
+    assert "'mlm_loss'" in result.stdout + result.stderr and "'triplet_loss'" in result.stdout + result.stderr
+    assert "4/4" in result.stderr
+    state = json.loads((output_dir / "checkpoint-4" / "trainer_state.json").read_text())
+    logged = [entry for entry in state["log_history"] if "triplet_loss" in entry]
+    assert len(logged) == 2
+    AutoModelForMaskedLM.from_pretrained(output_dir)
+    AutoModel.from_pretrained(output_dir)
+    assert "eval_mpr" in result.stdout + result.stderr
+
+
+def _error_lines(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if ": error: " in line]
+
+
+@pytest.mark.slow
+def test_a_mistake_is_one_line_without_traceback_before_anything_loads(tmp_path):
+    """Launched the way users launch it, directly and by `accelerate launch -q`: a NaN learning
+    rate and an output folder that is a file are reported together, before the model loads."""
+    occupied = tmp_path / "a-file"
+    occupied.write_text("x", encoding="utf-8")
+    mistakes = ["--learning_rate", "nan", "--output_dir", str(occupied)]
+    nan_rate = "train_catalog.py: error: learning_rate must be a finite number; got nan; "
+    file_as_folder = f"output_dir {occupied} is a file, not a folder: name another output_dir"
+    catalog = ["--catalog", "data/wines/winemag-sample-5811.csv", "--model_name_or_path", "./no-model"]
+    direct = subprocess.run(
+        [sys.executable, "recipes/train_catalog.py", *catalog[:2], *mistakes],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert direct.returncode == 1
+    assert _error_lines(direct.stderr) == [nan_rate + file_as_folder] and "Traceback" not in direct.stderr
+    launcher = accelerate_command("single_gpu.yaml", "recipes/train_catalog.py", *catalog, *mistakes)
+    launched = subprocess.run(
+        [*launcher[:3], "-q", *launcher[3:]], cwd=REPO_ROOT, capture_output=True, text=True, timeout=300
+    )
+    assert launched.returncode == 1
+    assert _error_lines(launched.stderr) == [
+        nan_rate + "model_name_or_path ./no-model does not exist; " + file_as_folder
+    ]
+    assert "Traceback" not in launched.stderr
+    # --traceback keeps it, for a bug report.
+    kept = subprocess.run(
+        [sys.executable, "recipes/train_catalog.py", *catalog[:2], *mistakes, "--traceback"],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert kept.returncode == 1 and "Traceback" in kept.stderr and "UsageError" in kept.stderr
+
+
+@pytest.mark.slow
+def test_every_process_of_a_launch_stops_on_a_mistake_and_it_is_said_once(tmp_path):
+    """Two processes check the same arguments, both stop (no hang), the first says why."""
+    command = accelerate_command(
+        "cpu.yaml",
+        "recipes/train_catalog.py",
+        "--catalog",
+        str(tmp_path / "missing.csv"),
+        "--output_dir",
+        str(tmp_path / "out"),
+        processes=2,
+    )
+    result = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
+    assert result.returncode != 0
+    assert _error_lines(result.stderr) == [
+        f"train_catalog.py: error: catalog file not found: {tmp_path / 'missing.csv'}"
+    ]
+
+
+# The README's commands and the one training script per method they run, with the config each
+# command defaults to.
+ALIASES = {
+    "recipes/train_wines.py": ("recipes/metricbert/train.py", "recipes/wines/minilm.yaml"),
+    "recipes/train_video_games.py": ("recipes/metricbert/train.py", "recipes/video_games/minilm.yaml"),
+    "recipes/train_catalog.py": ("recipes/metricbert/train.py", "recipes/catalog/minilm.yaml"),
+    "recipes/train_recobert_wines.py": ("recipes/recobert/train.py", "recipes/wines/recobert.yaml"),
+}
+
+
+def _options_help(*command: str) -> str:
+    """``--help`` below the usage paragraph (which names the script): every option and its default."""
+    result = subprocess.run(
+        ["python", *command, "--help"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result.stdout.split("\n\n", 1)[1]
+
+
+@pytest.mark.parametrize("alias", sorted(ALIASES))
+def test_readme_commands_run_the_methods_script_with_their_data_sets_config(alias):
+    script, config = ALIASES[alias]
+    assert _options_help(alias) == _options_help(script, "--config", config)

@@ -1,0 +1,171 @@
+import pytest
+from conftest import REPO_ROOT
+
+from metricbert_trainer.base.config import launched_without_accelerator
+from metricbert_trainer.metricbert.config import MetricBertConfig
+from metricbert_trainer.metricbert.losses import LogisticTripletLoss, TripletLoss, build_loss
+from metricbert_trainer.metricbert.losses.mining import Mining
+from metricbert_trainer.recobert import RecoBertConfig
+from metricbert_trainer.scripts.arguments import DataArguments, ModelArguments, parse_recipe_args
+
+TYPES = (ModelArguments, DataArguments, MetricBertConfig)
+
+
+def _write(tmp_path, text):
+    path = tmp_path / "recipe.yaml"
+    path.write_text(text, encoding="utf-8")
+    return str(path)
+
+
+def test_yaml_values_and_cli_overrides(tmp_path):
+    config = _write(
+        tmp_path,
+        "catalog: items.csv\noutput_dir: out\nlearning_rate: 1.0e-5\nmining: random\ntext_columns: [name, text]\n",
+    )
+    model, data, training = parse_recipe_args(
+        TYPES, ["--config", config, "--learning_rate", "3e-5", "--margin", "0.3"]
+    )
+    assert training.learning_rate == 3e-5 and training.margin == 0.3
+    assert training.mining is Mining.RANDOM
+    assert data.text_columns == ["name", "text"] and data.catalog == "items.csv"
+    assert model.trust_remote_code is False
+
+
+def test_default_config_used_without_flag(tmp_path):
+    config = _write(tmp_path, "catalog: items.csv\noutput_dir: out\nmax_length: 64\n")
+    _, _, training = parse_recipe_args(TYPES, [], default_config=config)
+    assert training.max_length == 64
+
+
+def test_unknown_yaml_key_suggests_the_right_one(tmp_path):
+    config = _write(tmp_path, "catalog: items.csv\nlearning_rat: 1.0e-5\n")
+    with pytest.raises(ValueError, match="'learning_rat' \\(did you mean 'learning_rate'\\?\\)"):
+        parse_recipe_args(TYPES, ["--config", config])
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "message"),
+    [
+        ("--margin", "-0.1", "margin must be >= 0"),
+        ("--triplet_weight", "-1", "must be >= 0"),
+        ("--mlm_probability", "1.5", r"mlm_probability must be in \[0, 1\)"),
+        ("--mlm_probability", "-0.1", r"mlm_probability must be in \[0, 1\)"),
+        ("--mlm_weight", "-1", "mlm_weight must be >= 0"),
+        ("--max_length", "1", "max_length must be at least 2"),
+    ],
+)
+def test_invalid_values_rejected_at_parse_time(flag, value, message):
+    with pytest.raises(ValueError, match=message):
+        parse_recipe_args(TYPES, ["--catalog", "x.csv", "--output_dir", "out", flag, value])
+
+
+def test_unknown_choice_lists_valid_ones():
+    with pytest.raises(ValueError, match="Unknown mining 'hardest'; valid choices: hard, random, semi_hard"):
+        MetricBertConfig(output_dir="out", mining="hardest")
+
+
+def test_unknown_nonfinite_loss_action_lists_valid_ones():
+    with pytest.raises(SystemExit):  # argparse's choices: "invalid choice: 'ignore' (choose from stop, skip)"
+        parse_recipe_args(TYPES, ["--catalog", "x.csv", "--output_dir", "out", "--nonfinite_loss", "ignore"])
+    with pytest.raises(ValueError, match="Unknown nonfinite_loss 'ignore'; valid choices: stop, skip"):
+        MetricBertConfig(output_dir="out", nonfinite_loss="ignore")
+
+
+def test_missing_catalog_says_what_to_pass():
+    with pytest.raises(ValueError, match="--catalog"):
+        parse_recipe_args(TYPES, ["--output_dir", "out"])
+
+
+def test_every_loss_option_is_reachable_from_the_yaml_config(tmp_path):
+    config = _write(
+        tmp_path,
+        "catalog: items.csv\noutput_dir: out\n"
+        "objective: cosine\npositive_margin: 0.9\nnegative_margin: -0.5\nscale: 10\n"
+        "distance: euclidean\nmining: semi_hard\nanchors: title\nnegative_pool: other_field\n"
+        "triplet_weight: 0.5\nmlm_weight: 1.0\nmlm_probability: 0.2\npooling_input: unmasked\n"
+        "false_negative_filter: false\nfalse_negative_margin: 0.05\ngather_across_devices: false\n"
+        "mlm_head_warmup_steps: 50\nmlm_weight_ramp_steps: 10\ndistill_weight: 2.0\ndistill_temperature: 0.1\n",
+    )
+    _, _, training = parse_recipe_args(TYPES, ["--config", config])
+    assert training.loss_config() == {
+        "objective": "cosine",
+        "distance": "euclidean",
+        "mining": "semi_hard",
+        "anchors": "title",
+        "negative_pool": "other_field",
+        "positive_margin": 0.9,
+        "negative_margin": -0.5,
+        "triplet_weight": 0.5,
+        "mlm_weight": 1.0,
+        "mlm_probability": 0.2,
+        "mlm_head_warmup_steps": 50,
+        "mlm_weight_ramp_steps": 10,
+        "distill_weight": 2.0,
+        "distill_temperature": 0.1,
+        "distill_include_positive": False,
+        "pooling_input": "unmasked",
+        "false_negative_filter": False,
+        "false_negative_margin": 0.05,
+        "gather_across_devices": False,
+    }
+    # The remaining objectives' own settings, and a CLI flag over the YAML value.
+    _, _, training = parse_recipe_args(TYPES, ["--config", config, "--objective", "mnrl", "--mining", "hard"])
+    assert build_loss(training).get_config_dict()["scale"] == 10
+    _, _, training = parse_recipe_args(
+        TYPES, ["--config", config, "--objective", "triplet", "--margin", "0.4"]
+    )
+    assert isinstance(build_loss(training), TripletLoss) and build_loss(training).margin == 0.4
+    _, _, training = parse_recipe_args(TYPES, ["--config", config, "--objective", "logistic_triplet"])
+    assert isinstance(build_loss(training), LogisticTripletLoss)
+
+
+def test_unknown_objective_lists_valid_ones(tmp_path):
+    config = _write(tmp_path, "catalog: items.csv\noutput_dir: out\nobjective: infonce\n")
+    with pytest.raises(
+        ValueError,
+        match="Unknown objective 'infonce'; valid choices: triplet, contrastive, cosine, mnrl, logistic_triplet",
+    ):
+        parse_recipe_args(TYPES, ["--config", config])
+
+
+def test_objective_settings_checked_before_any_model_loads():
+    with pytest.raises(ValueError, match="does not apply to objective mnrl"):
+        MetricBertConfig(output_dir="out", objective="mnrl", mining="random")
+
+
+@pytest.mark.parametrize(
+    "config",
+    sorted(
+        path
+        for path in (REPO_ROOT / "recipes").glob("*/*.yaml")
+        if not path.name.startswith("study") and path.name != "ablation.yaml"  # study files, read by Study
+    ),
+    ids=lambda path: f"{path.parent.name}/{path.name}",
+)
+def test_every_shipped_recipe_config_parses(config):
+    config_class = RecoBertConfig if config.name.startswith("recobert") else MetricBertConfig
+    # --use_cpu: the GPU configs ask for bf16, which transformers refuses on a GPU-less machine otherwise.
+    flags = ["--config", str(config), "--use_cpu", "true"]
+    if config.parent.name != "wines":  # the user's catalog comes from the command line
+        flags += ["--catalog", "their/items.csv"]
+    model, data, training = parse_recipe_args((ModelArguments, DataArguments, config_class), flags)
+    assert model.model_name_or_path
+    assert config.parent.name != "wines" or (REPO_ROOT / data.catalog).is_file()
+    assert data.annotations is None or (REPO_ROOT / data.annotations).is_file()
+
+
+@pytest.mark.parametrize("config", ["bert_large.yaml", "roberta_large.yaml"])
+def test_large_model_configs_are_sized_for_one_gpu(config):
+    _, _, training = parse_recipe_args(
+        TYPES, ["--config", f"{REPO_ROOT}/recipes/wines/{config}", "--use_cpu", "true"]
+    )
+    assert training.bf16 and training.activation_checkpointing and training.max_length == 256
+    assert training.gather_across_devices and training.gradient_accumulation_steps == 1
+
+
+def test_processes_launched_without_an_accelerator_train_on_the_cpu(monkeypatch):
+    # The end-to-end check is tests/base/test_distributed.py, whose launches never pass --use_cpu.
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    assert launched_without_accelerator()
+    monkeypatch.setenv("WORLD_SIZE", "1")
+    assert not launched_without_accelerator()

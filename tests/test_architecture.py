@@ -1,0 +1,107 @@
+"""The package's layering (docs/architecture.md), checked on every module's imports so it cannot drift.
+
+Each module belongs to a layer: its subpackage, except that ``base/trainer.py`` and
+``base/config.py`` (the shared trainer and its config) sit above ``evaluation`` and
+``publishing``, which the rest of ``base`` (the primitives) must not reach. Imports inside
+functions count too.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from conftest import REPO_ROOT
+
+PACKAGE = REPO_ROOT / "metricbert_trainer"
+TRAINER_MODULES = {"trainer", "config"}  # of base/
+LAYERS = (
+    "errors",
+    "data",
+    "base",
+    "evaluation",
+    "publishing",
+    "base.trainer",
+    "metricbert",
+    "recobert",
+    "scripts",
+    "cli",
+)
+# What each layer may import besides itself.
+ALLOWED = {
+    "errors": set(),
+    "data": {"errors"},
+    "base": {"errors"},
+    "evaluation": {"errors", "data", "base"},
+    "publishing": {"errors", "data", "base", "evaluation"},
+    "base.trainer": {"errors", "data", "base", "evaluation", "publishing"},
+    "metricbert": {"errors", "data", "base", "base.trainer", "evaluation", "publishing"},
+    "recobert": {"errors", "data", "base", "base.trainer", "evaluation", "publishing"},
+    "scripts": {
+        "errors",
+        "data",
+        "base",
+        "base.trainer",
+        "evaluation",
+        "publishing",
+        "metricbert",
+        "recobert",
+    },
+    "cli": {"errors", "data", "base", "base.trainer", "evaluation", "publishing", "metricbert", "recobert"},
+}
+
+
+def layer_of(parts: list[str]) -> str | None:
+    """The layer of ``metricbert_trainer.<parts>``; None for the package's own ``__init__``."""
+    if not parts or parts == ["__init__"]:
+        return None
+    if parts[0] == "base" and len(parts) > 1 and parts[1] in TRAINER_MODULES:
+        return "base.trainer"
+    return parts[0]
+
+
+def imported_layers(path: Path) -> set[tuple[str, int]]:
+    """The layers ``path`` imports from, with the line of each import."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            modules = [node.module]
+            if node.module == "metricbert_trainer":
+                modules = [f"metricbert_trainer.{alias.name}" for alias in node.names]
+        elif isinstance(node, ast.Import):
+            modules = [alias.name for alias in node.names]
+        else:
+            continue
+        for module in modules:
+            parts = module.split(".")
+            if parts[0] == "metricbert_trainer" and len(parts) > 1:
+                found.add((layer_of(parts[1:]), node.lineno))
+    return found
+
+
+def test_every_subpackage_has_a_layer():
+    subpackages = {path.parent.name for path in PACKAGE.glob("*/__init__.py")}
+    assert subpackages == {layer for layer in LAYERS if "." not in layer} - {"errors"}
+    # errors.py, the user-mistake exceptions every layer raises, is the one module beside them.
+    assert not [
+        path.name for path in PACKAGE.glob("*.py") if path.name not in ("__init__.py", "errors.py")
+    ], "modules belong in a subpackage (docs/architecture.md)"
+
+
+def test_modules_import_only_the_layers_below_them():
+    violations = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        source = layer_of(list(path.relative_to(PACKAGE).with_suffix("").parts))
+        if source is None:
+            continue  # the package's __init__ re-exports the public names of every layer
+        for target, line in imported_layers(path):
+            if target != source and target not in ALLOWED[source]:
+                violations.append(f"{path.relative_to(REPO_ROOT)}:{line}: {source} imports {target}")
+    assert not violations, "\n".join(violations)
+
+
+def test_the_check_sees_a_forbidden_import(tmp_path):
+    module = tmp_path / "module.py"
+    module.write_text("def f():\n    from metricbert_trainer.metricbert.trainer import MetricBertTrainer\n")
+    assert imported_layers(module) == {("metricbert", 2)}
+    assert "metricbert" not in ALLOWED["base.trainer"] | ALLOWED["recobert"]
