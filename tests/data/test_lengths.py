@@ -42,7 +42,6 @@ def test_without_a_catalog_the_cap_bounded_by_the_model_positions(tmp_path, tiny
 
 def test_an_explicit_max_length_beyond_the_model_positions_is_a_usage_error(tmp_path, tiny_model_path):
     from metricbert_trainer.base.modeling import load_masked_lm
-
     from metricbert_trainer.errors import UsageError
 
     model = load_masked_lm(tiny_model_path)
