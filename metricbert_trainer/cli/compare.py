@@ -12,6 +12,8 @@ from metricbert_trainer.cli.options import (
     annotation_options,
     catalog_options,
     encoder_scorer,
+    finite_number,
+    integer_at_least,
     load_cli_catalog,
     metric_label,
     name_and_path,
@@ -75,21 +77,21 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     compare.add_argument(
         "--recobert-weights",
         nargs=4,
-        type=float,
+        type=finite_number,
         default=[1.0, 1.0, 1.0, 1.0],
         metavar="LAMBDA",
         help="lambda_1..lambda_4 of Cos_D, Cos_T, C_TDM(t_candidate, d_seed), C_TDM(t_seed, d_candidate).",
     )
     compare.add_argument(
         "--rerank-top-k",
-        type=int,
+        type=integer_at_least(0),
         default=100,
         help="RecoBERT scores cross pairs for the top K candidates of Cos_D + Cos_T; 0 for every candidate "
         "(two forwards per seed and catalog item).",
     )
     compare.add_argument(
         "--recobert-max-length",
-        type=int,
+        type=integer_at_least(2),
         default=256,
         help="Tokens kept per RecoBERT title-description pair.",
     )
@@ -105,7 +107,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         default=[CONCAT, METRIC_INF],
         help=f"Scoring modes of the models (default: {CONCAT} {METRIC_INF}).",
     )
-    compare.add_argument("--lda-topics", type=int, default=50, help="Topics of the LDA baseline.")
+    compare.add_argument(
+        "--lda-topics", type=integer_at_least(1), default=50, help="Topics of the LDA baseline."
+    )
     compare.add_argument(
         "--output-dir", required=True, help="Folder for results.md, results.json and results.png."
     )

@@ -6,7 +6,8 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-from collections.abc import Sequence
+import math
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from metricbert_trainer.data.annotations import ON_UNMATCHED, Annotations
@@ -16,6 +17,33 @@ from metricbert_trainer.evaluation.scorers import EncoderScorer
 from metricbert_trainer.publishing.markdown import markdown_table
 
 logger = logging.getLogger("metricbert_trainer.cli")
+
+
+def integer_at_least(minimum: int) -> Callable[[str], int]:
+    """An argparse ``type`` for whole numbers of at least ``minimum``: a bad value is refused when
+    the command line is read, before any catalog is loaded or encoded."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}; got {value}")
+        return value
+
+    return parse
+
+
+def finite_number(text: str) -> float:
+    """An argparse ``type`` for finite numbers (NaN and infinities refused)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"must be a finite number; got {text}")
+    return value
 
 
 def catalog_options() -> argparse.ArgumentParser:
@@ -29,8 +57,8 @@ def catalog_options() -> argparse.ArgumentParser:
         default=["title", "description"],
         help="Text fields, title first (default: title description).",
     )
-    parser.add_argument("--batch-size", type=int, default=64, help="Encoding batch size.")
-    parser.add_argument("--max-length", type=int, default=128, help="Tokens kept per text.")
+    parser.add_argument("--batch-size", type=integer_at_least(1), default=64, help="Encoding batch size.")
+    parser.add_argument("--max-length", type=integer_at_least(2), default=128, help="Tokens kept per text.")
     parser.add_argument("--device", default=None, help="Torch device (default: cuda when available).")
     return parser
 
@@ -49,7 +77,9 @@ def annotation_options() -> argparse.ArgumentParser:
         default="error",
         help="Annotations naming no catalog item: fail (default) or drop with a warning.",
     )
-    parser.add_argument("--ks", type=int, nargs="+", default=[10, 100], help="Cut-offs of HR@k.")
+    parser.add_argument(
+        "--ks", type=integer_at_least(1), nargs="+", default=[10, 100], help="Cut-offs of HR@k."
+    )
     return parser
 
 

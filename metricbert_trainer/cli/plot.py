@@ -9,7 +9,7 @@ from pathlib import Path
 from huggingface_hub import ModelCard
 
 from metricbert_trainer.base.modeling import resolve_model_name
-from metricbert_trainer.cli.options import catalog_options, load_cli_catalog
+from metricbert_trainer.cli.options import catalog_options, integer_at_least, load_cli_catalog
 from metricbert_trainer.data.catalog import catalog_column
 from metricbert_trainer.evaluation.scorers import load_encoder
 from metricbert_trainer.publishing.plots import plot_catalog_before_after, plot_loss_terms
@@ -32,7 +32,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         default=None,
         help="The starting model (default: the base_model named in the checkpoint's model card).",
     )
-    plot.add_argument("--max-items", type=int, default=2000, help="Items drawn (a fixed random sample).")
+    plot.add_argument(
+        "--max-items", type=integer_at_least(1), default=2000, help="Items drawn (a fixed random sample)."
+    )
     plot.add_argument(
         "--output-dir", default=None, help="Where the PNGs go (default: the checkpoint folder)."
     )

@@ -7,6 +7,7 @@ import argparse
 from metricbert_trainer.cli.options import (
     catalog_options,
     encoder_scorer,
+    integer_at_least,
     load_cli_catalog,
     model_options,
     name_and_path,
@@ -21,7 +22,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         "recommend", parents=[catalog_options(), model_options()], help="The items most similar to one item."
     )
     recommend.add_argument("--item", required=True, help="Id of the item to find neighbours for.")
-    recommend.add_argument("--top-k", type=int, default=10, help="How many neighbours to list.")
+    recommend.add_argument(
+        "--top-k", type=integer_at_least(1), default=10, help="How many neighbours to list."
+    )
     recommend.set_defaults(command=run)
 
 

@@ -173,6 +173,67 @@ def test_errors_are_reported_not_raised(files, tiny_model_path, tmp_path, capsys
     assert "is not a DeepSpeed checkpoint" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    ("command", "message"),
+    [
+        (
+            ["recommend", "--model", "m", "--item", "1", "--top-k", "0"],
+            "argument --top-k: must be at least 1; got 0",
+        ),
+        (
+            ["recommend", "--model", "m", "--item", "1", "--top-k", "ten"],
+            "argument --top-k: 'ten' is not a whole number",
+        ),
+        (
+            ["recommend", "--model", "m", "--item", "1", "--batch-size", "-4"],
+            "argument --batch-size: must be at least 1",
+        ),
+        (
+            ["evaluate", "--model", "m", "--annotations", "a", "--max-length", "1"],
+            "argument --max-length: must be at least 2",
+        ),
+        (
+            ["evaluate", "--model", "m", "--annotations", "a", "--ks", "10", "0"],
+            "argument --ks: must be at least 1; got 0",
+        ),
+        (
+            [
+                "compare",
+                "--annotations",
+                "a",
+                "--output-dir",
+                "o",
+                "--recobert-weights",
+                "1",
+                "nan",
+                "1",
+                "1",
+            ],
+            "argument --recobert-weights: must be a finite number; got nan",
+        ),
+        (
+            ["compare", "--annotations", "a", "--output-dir", "o", "--rerank-top-k", "-1"],
+            "--rerank-top-k: must be at least 0",
+        ),
+        (
+            ["compare", "--annotations", "a", "--output-dir", "o", "--lda-topics", "0"],
+            "--lda-topics: must be at least 1",
+        ),
+        (
+            ["plot", "ckpt", "--column", "variety", "--max-items", "0"],
+            "argument --max-items: must be at least 1",
+        ),
+    ],
+)
+def test_numeric_options_are_refused_when_the_command_line_is_read(command, message, capsys):
+    """Before any file is opened: the catalog named here does not even exist."""
+    with pytest.raises(SystemExit) as exit_:
+        main([*command, "--catalog", "no-such-catalog.csv"])
+    assert exit_.value.code == 2
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    assert error.startswith(f"metricbert {command[0]}: error: ") and message in error
+
+
 @pytest.mark.slow
 def test_module_entry_point_shows_help():
     result = subprocess.run(
