@@ -31,8 +31,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
+
+# These metrics as a Hugging Face ``evaluate`` metric: ``evaluate.load(RANKING_METRIC_PATH)``,
+# offline (``metricbert_ranking/``, which computes through this module).
+RANKING_METRIC_PATH = str(Path(__file__).parent / "metricbert_ranking")
 
 
 @dataclass(frozen=True)

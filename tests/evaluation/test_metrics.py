@@ -93,3 +93,51 @@ def test_map_and_ndcg_at_20_from_each_seed_raw_ranks():
     ndcg = [(1 + 1 / np.log2(4)) / (1 + 1 / np.log2(3)), 0.0]
     assert metrics["map"] == pytest.approx(100 * np.mean(average_precision))
     assert metrics["ndcg@20"] == pytest.approx(100 * np.mean(ndcg))
+
+
+def test_the_evaluate_metric_loads_offline_and_gives_the_library_numbers(tmp_path, monkeypatch):
+    """``evaluate.load(RANKING_METRIC_PATH)`` with the Hub out of reach: the hand-computed case of
+    its docstring, and the same numbers as ``ranking_metrics`` and ``summarize`` on random input."""
+    import evaluate
+
+    from metricbert_trainer.evaluation.metrics import (
+        RANKING_METRIC_PATH,
+        PairRanks,
+        ranking_metrics,
+        summarize,
+    )
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_MODULES_CACHE", str(tmp_path / "modules"))
+    scores = evaluate.load(RANKING_METRIC_PATH)
+    assert scores.compute(predictions=[[0.0, 0.2, 0.9, 0.4]], references=[[1, 3]], seeds=[0], ks=[1]) == {
+        "mpr": 100.0,
+        "mrr": 100.0,
+        "hr@1": 100.0,
+        "raw_mpr": 75.0,
+        "raw_mrr": 75.0,
+        "raw_hr@1": 50.0,
+        "map": 100.0,
+        "ndcg@20": 100.0,
+    }
+    rng = np.random.default_rng(0)
+    rows = rng.random((5, 40))
+    seeds = [0, 7, 13, 21, 39]
+    annotated = [[1, 2, 3], [8], [14, 30], [1, 2, 5, 9], [0, 38]]
+    expected = ranking_metrics(rows, seeds, annotated, ks=(5, 10))
+    got = scores.compute(predictions=rows.tolist(), references=annotated, seeds=seeds, ks=[5, 10])
+    assert got == pytest.approx(expected)
+    # Similarity scores: the same ranking from the negated rows.
+    similar = scores.compute(
+        predictions=(-rows).tolist(), references=annotated, seeds=seeds, ks=[5, 10], higher_is_better=True
+    )
+    assert similar == pytest.approx(expected)
+
+    ranks = evaluate.load(RANKING_METRIC_PATH, "ranks")
+    assert ranks.compute(predictions=[1.0, 3.0], references=[3, 3], ks=[1]) == pytest.approx(
+        {"mpr": 50.0, "mrr": 200.0 / 3, "hr@1": 50.0}
+    )
+    pairs = PairRanks(rng.integers(1, 40, 30).astype(float), np.full(30, 39))
+    assert ranks.compute(
+        predictions=pairs.ranks.tolist(), references=pairs.candidates.tolist()
+    ) == pytest.approx(summarize(pairs))
