@@ -63,9 +63,14 @@ def published(tmp_path_factory, tiny_model_path):
 
     hub = RecordingHub()
     output_dir = tmp_path_factory.mktemp("published") / "wines-tiny"
+    import huggingface_hub.constants
+
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(transformers.trainer, "hf_api", lambda: hub)
         patch.setenv("HF_TOKEN", FAKE_TOKEN)
+        # The recorder is the network here, so the run is not offline (the recipe refuses to push
+        # when it is).
+        patch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
         run = recipe_main(
             flags(
                 model_name_or_path=tiny_model_path,
