@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import torch
-from transformers import PreTrainedModel, Trainer, TrainingArguments
+from transformers import AutoTokenizer, PreTrainedModel, Trainer, TrainingArguments
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, rotate_checkpoints
 
 from metricbert_trainer.base.checkpoints import (
@@ -29,8 +29,9 @@ from metricbert_trainer.base.checkpoints import (
     staging_folder,
 )
 from metricbert_trainer.base.collator import batch_slots, count_truncated
+from metricbert_trainer.base.config import CatalogTrainerConfig
 from metricbert_trainer.base.distributed import mean_by_name_across_processes
-from metricbert_trainer.base.modeling import freeze_mlm_head, whole_copy
+from metricbert_trainer.base.modeling import freeze_mlm_head, load_masked_lm, resolve_model_name, whole_copy
 from metricbert_trainer.base.weight_ensembling import blend_with_start
 from metricbert_trainer.data.annotations import Annotations
 from metricbert_trainer.data.catalog import Catalog
@@ -85,14 +86,17 @@ class CatalogTrainer(Trainer):
         trainer="CatalogTrainer",
     )
 
+    # The configuration built when a trainer is given no args (a subclass names its own).
+    config_class: type[CatalogTrainerConfig] = CatalogTrainerConfig
+
     # compute_loss returns the mean over one micro-batch; the base class divides it by the number
     # of accumulation steps, so N micro-batches of B items train like one batch of N*B.
     loss_is_scaled_for_ga = False
 
     def __init__(
         self,
-        model: PreTrainedModel,
-        args: TrainingArguments,
+        model: str | PreTrainedModel,
+        args: TrainingArguments | None = None,
         train_dataset=None,
         eval_dataset=None,
         processing_class=None,
@@ -102,6 +106,7 @@ class CatalogTrainer(Trainer):
         model_card_info: ModelCardInfo | None = None,
         **kwargs,
     ) -> None:
+        model, args, processing_class = self.resolve_model_and_args(model, args, processing_class)
         self.fields = tuple(fields)
         # The names of an item's two texts in a batch (collator.batch_slots).
         self.batch_fields = batch_slots(self.fields)
@@ -179,6 +184,25 @@ class CatalogTrainer(Trainer):
                     name,
                     self.args.max_length,
                 )
+
+    @classmethod
+    def resolve_model_and_args(
+        cls, model: str | PreTrainedModel, args: TrainingArguments | None, processing_class=None
+    ) -> tuple[PreTrainedModel, TrainingArguments, object]:
+        """What the trainer is given, completed the way trl's and sentence-transformers' trainers
+        complete it: a model named by its Hub id or folder is loaded (``load_masked_lm``) with its
+        tokenizer unless ``processing_class`` is given, and missing ``args`` are ``config_class``'s
+        defaults, writing to ``<model>-<method>`` in the working folder."""
+        if isinstance(model, str):
+            path = resolve_model_name(model)
+            if processing_class is None:
+                processing_class = AutoTokenizer.from_pretrained(path)
+            model = load_masked_lm(path)
+        if args is None:
+            name = Path(model.config.name_or_path or "model").name
+            method = cls.__name__.removesuffix("Trainer").lower()
+            args = cls.config_class(output_dir=f"{name}-{method}")
+        return model, args, processing_class
 
     def build_collator(self, tokenizer, args: TrainingArguments):
         """The collator used when none is passed: it turns catalog items into the model's inputs."""

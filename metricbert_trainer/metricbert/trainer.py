@@ -55,9 +55,31 @@ class MetricBertTrainer(CatalogTrainer):
 }""",
     )
 
-    def __init__(self, model: PreTrainedModel, args: MetricBertConfig, *positional, **kwargs) -> None:
-        """Takes ``CatalogTrainer``'s arguments (``train_dataset``, ``processing_class``, ``fields``,
-        ``ranking_evaluator``, ...); the loss and the guide are built from ``args``."""
+    config_class = MetricBertConfig
+
+    def __init__(
+        self, model: str | PreTrainedModel, args: MetricBertConfig | None = None, *positional, **kwargs
+    ) -> None:
+        """Builds the loss and the false-negative guide from ``args``, then ``CatalogTrainer``.
+
+        Args:
+            model: an ``AutoModelForMaskedLM`` or its Hub id or folder (loaded with its tokenizer).
+            args: the training arguments and the loss; default ``MetricBertConfig``'s defaults,
+                writing to ``<model>-metricbert``.
+            **kwargs: ``CatalogTrainer``'s, by name: ``train_dataset`` (one column per text field),
+                ``processing_class``, ``fields`` (title first), ``ranking_evaluator``, ...
+
+        Example:
+            >>> from metricbert_trainer import MetricBertTrainer, load_catalog
+            >>> catalog = load_catalog("data/wines/winemag-sample-5811.csv")
+            >>> trainer = MetricBertTrainer("sentence-transformers/all-MiniLM-L6-v2", train_dataset=catalog.dataset)
+            >>> trainer.train()
+        """
+        model, args, processing_class = self.resolve_model_and_args(
+            model, args, kwargs.get("processing_class")
+        )
+        if processing_class is not None:
+            kwargs["processing_class"] = processing_class
         self.guide = (
             StartingModelGuide(model)
             if args.false_negative_filter or args.guide_diagnostics or args.distill_weight > 0

@@ -41,7 +41,16 @@ class RecoBertTrainer(CatalogTrainer):
 }""",
     )
 
-    def __init__(self, model, args: RecoBertConfig, *positional, **kwargs) -> None:
+    config_class = RecoBertConfig
+
+    def __init__(self, model, args: RecoBertConfig | None = None, *positional, **kwargs) -> None:
+        """``CatalogTrainer``'s arguments; ``model`` may be a Hub id or folder and ``args`` default
+        to ``RecoBertConfig``'s (see ``MetricBertTrainer``)."""
+        model, args, processing_class = self.resolve_model_and_args(
+            model, args, kwargs.get("processing_class")
+        )
+        if processing_class is not None:
+            kwargs["processing_class"] = processing_class
         enable_pair_forward(model)
         super().__init__(model, args, *positional, **kwargs)
 
