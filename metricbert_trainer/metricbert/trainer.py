@@ -15,7 +15,7 @@ from metricbert_trainer.metricbert.collator import MetricBertCollator
 from metricbert_trainer.metricbert.config import MetricBertConfig
 from metricbert_trainer.metricbert.forward import enable_metric_forward
 from metricbert_trainer.metricbert.guide import StartingModelGuide
-from metricbert_trainer.metricbert.losses import build_loss, embedding_spread
+from metricbert_trainer.metricbert.losses import InBatchLoss, build_loss, embedding_spread
 from metricbert_trainer.metricbert.losses.distillation import relational_distillation
 from metricbert_trainer.metricbert.mlm_warmup import MlmHeadWarmup, warm_up_mlm_head
 from metricbert_trainer.publishing.model_card import CardMethod
@@ -58,14 +58,24 @@ class MetricBertTrainer(CatalogTrainer):
     config_class = MetricBertConfig
 
     def __init__(
-        self, model: str | PreTrainedModel, args: MetricBertConfig | None = None, *positional, **kwargs
+        self,
+        model: str | PreTrainedModel,
+        args: MetricBertConfig | None = None,
+        *positional,
+        loss: InBatchLoss | None = None,
+        **kwargs,
     ) -> None:
-        """Builds the loss and the false-negative guide from ``args``, then ``CatalogTrainer``.
+        """Builds the loss (unless given) and the false-negative guide from ``args``, then
+        ``CatalogTrainer``.
 
         Args:
             model: an ``AutoModelForMaskedLM`` or its Hub id or folder (loaded with its tokenizer).
             args: the training arguments and the loss; default ``MetricBertConfig``'s defaults,
                 writing to ``<model>-metricbert``.
+            loss: the metric-learning term, any member of the loss family
+                (``metricbert_trainer.metricbert.losses``, e.g. ``TripletLoss(margin=0.2)``);
+                default the one ``args`` configures (``objective``, ``margin``, ``mining``, ...).
+                Its own settings then replace those of ``args`` in the model card.
             **kwargs: ``CatalogTrainer``'s, by name: ``train_dataset`` (one column per text field),
                 ``processing_class``, ``fields`` (title first), ``ranking_evaluator``, ...
 
@@ -87,7 +97,7 @@ class MetricBertTrainer(CatalogTrainer):
         )
         self.mlm_head_warmup: MlmHeadWarmup | None = None
         enable_metric_forward(model)
-        self.metric_loss = build_loss(args)
+        self.metric_loss = loss if loss is not None else build_loss(args)
         super().__init__(model, args, *positional, **kwargs)
 
     def starting_encoder_copy(self, model: PreTrainedModel) -> torch.nn.Module:
@@ -214,7 +224,7 @@ class MetricBertTrainer(CatalogTrainer):
         section = (
             "## MetricBERT objective\n\n"
             f"`L = mlm_weight * L_MLM + triplet_weight * L_{self.metric_loss.name}{distill}`, with:\n\n"
-            + self.config_block(self.args.loss_config())
+            + self.config_block({**self.args.loss_config(), **self.metric_loss.get_config_dict()})
         )
         if self.mlm_head_warmup is not None:
             warmup = self.mlm_head_warmup

@@ -249,6 +249,28 @@ def test_every_objective_trains_logs_its_term_and_reaches_the_model_card(
     assert recorded == args.loss_config() and recorded["objective"] == objective
 
 
+def test_a_loss_given_to_the_trainer_replaces_the_configured_one(
+    tmp_path, tiny_model_path, tokenizer, wine_items
+):
+    """As with sentence-transformers' and trl's trainers, the loss may come as an object; the
+    card then records its settings rather than the ones ``args`` would have built."""
+    from metricbert_trainer.metricbert.losses import ContrastiveLoss
+
+    loss = ContrastiveLoss(mining="random", negative_margin=0.25)
+    args = _config(tmp_path, max_steps=2)  # args configure the triplet loss
+    trainer = MetricBertTrainer(
+        load_masked_lm(tiny_model_path), args, train_dataset=wine_items, processing_class=tokenizer, loss=loss
+    )
+    assert trainer.metric_loss is loss
+    trainer.train()
+    assert len(_loss_history(trainer, "contrastive_loss")) == 2 and not _loss_history(trainer, "triplet_loss")
+    trainer.create_model_card()
+    card = (tmp_path / "out" / "README.md").read_text(encoding="utf-8")
+    recorded = json.loads(card.split("## MetricBERT objective")[1].split("```json")[1].split("```")[0])
+    assert recorded["objective"] == "contrastive" and recorded["mining"] == "random"
+    assert recorded["negative_margin"] == 0.25 and recorded["triplet_weight"] == args.triplet_weight
+
+
 def test_texts_longer_than_max_length_are_truncated_and_counted(
     tmp_path, tiny_model_path, tokenizer, wine_items, caplog
 ):
