@@ -84,7 +84,7 @@ def train(
     check_recipe_arguments(
         model_args, data_args, training_args, TRAINERS[type(training_args)].label_free_selection
     )
-    with output_folder_lock(training_args.output_dir, holder=int(os.environ.get("RANK", "0")) == 0):
+    with output_folder_lock(training_args.output_dir, holder=training_args.process_index == 0):
         return _train(model_args, data_args, training_args)
 
 
