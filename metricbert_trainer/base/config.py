@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 import torch
 from transformers import TrainingArguments
 
+from metricbert_trainer.base.parameter_docs import documented_parameters
 from metricbert_trainer.publishing.model_card import is_local_path
 
 
@@ -41,6 +42,29 @@ def redact_local_paths(values: dict) -> dict:
     return {name: LOCAL_PATH if is_local_path(value) else value for name, value in values.items()}
 
 
+@documented_parameters(
+    {
+        "Truncation": (
+            "max_length",
+            "max_length_percentile",
+            "max_length_cap",
+        ),
+        "The masked-language-model term": (
+            "mlm_weight",
+            "mlm_probability",
+        ),
+        "Precision, numerics and checkpoints": (
+            "cpu_bf16",
+            "nonfinite_loss",
+            "allow_pickled_checkpoints",
+        ),
+        "Blending with the starting weights": ("trained_weight_share",),
+        "TrainingArguments defaults changed here": (
+            "logging_steps",
+            "remove_unused_columns",
+        ),
+    }
+)
 @dataclass
 class CatalogTrainerConfig(TrainingArguments):
     """``TrainingArguments`` for training on a catalog's texts, with the settings every objective shares:

@@ -10,11 +10,48 @@ from dataclasses import dataclass, field
 
 from metricbert_trainer.base.config import CatalogTrainerConfig, checked_choice
 from metricbert_trainer.base.distances import Distance
+from metricbert_trainer.base.parameter_docs import documented_parameters
 from metricbert_trainer.metricbert.forward import PoolingInput
 from metricbert_trainer.metricbert.losses import Objective, build_loss
 from metricbert_trainer.metricbert.losses.mining import Anchors, Mining, NegativePool
 
 
+@documented_parameters(
+    {
+        "The loss family": (
+            "objective",
+            "margin",
+            "positive_margin",
+            "negative_margin",
+            "scale",
+            "triplet_weight",
+            "distance",
+        ),
+        "Mining": (
+            "mining",
+            "anchors",
+            "negative_pool",
+            "gather_across_devices",
+        ),
+        "The guide: false negatives and diagnostics": (
+            "false_negative_filter",
+            "false_negative_margin",
+            "guide_diagnostics",
+            "collapse_warning_spread",
+        ),
+        "The guard against forgetting": (
+            "distill_weight",
+            "distill_temperature",
+            "distill_include_positive",
+        ),
+        "The MLM term": (
+            "mlm_head_warmup_steps",
+            "mlm_head_warmup_learning_rate",
+            "mlm_weight_ramp_steps",
+            "pooling_input",
+        ),
+    }
+)
 @dataclass
 class MetricBertConfig(CatalogTrainerConfig):
     """``TrainingArguments`` plus MetricBERT's loss: ``L = mlm_weight * L_MLM + triplet_weight * L_T``.
@@ -22,8 +59,9 @@ class MetricBertConfig(CatalogTrainerConfig):
     ``L_T`` is the triplet loss unless ``objective`` names another member of the loss family
     (``metricbert_trainer.metricbert.losses``); ``triplet_weight`` is then that term's weight.
 
-    The defaults are the best configuration of the quality study (docs/quality.md): hard in-batch
-    negatives with suspected false negatives filtered by the starting model, and no MLM term. The
+    The defaults are the configuration the quality study chose on two catalogs (docs/quality.md):
+    hard in-batch negatives with suspected false negatives filtered by the starting model, the
+    relational-distillation guard towards that model (``distill_weight=1``), no MLM term. The
     paper's literal objective is ``mlm_weight=1, mlm_probability=0.15, false_negative_filter=False``
     (``recipes/wines/paper.yaml``).
     """

@@ -73,9 +73,12 @@ class MetricBertTrainer(CatalogTrainer):
             args: the training arguments and the loss; default ``MetricBertConfig``'s defaults,
                 writing to ``<model>-metricbert``.
             loss: the metric-learning term, any member of the loss family
-                (``metricbert_trainer.metricbert.losses``, e.g. ``TripletLoss(margin=0.2)``);
-                default the one ``args`` configures (``objective``, ``margin``, ``mining``, ...).
-                Its own settings then replace those of ``args`` in the model card.
+                (``metricbert_trainer.metricbert.losses``, e.g. ``TripletLoss(margin=0.2)``, or
+                ``TripletLoss(guide=StartingModelGuide(model))`` to filter false negatives);
+                default the one ``args`` configures (``objective``, ``margin``, ``mining``,
+                ``false_negative_filter``, ...). Its own settings then replace those of ``args``
+                in the model card, and its guide also serves ``distill_weight`` and the
+                diagnostics.
             **kwargs: ``CatalogTrainer``'s, by name: ``train_dataset`` (one column per text field),
                 ``processing_class``, ``fields`` (title first), ``ranking_evaluator``, ...
 
@@ -90,14 +93,16 @@ class MetricBertTrainer(CatalogTrainer):
         )
         if processing_class is not None:
             kwargs["processing_class"] = processing_class
-        self.guide = (
-            StartingModelGuide(model)
-            if args.false_negative_filter or args.guide_diagnostics or args.distill_weight > 0
-            else None
-        )
         self.mlm_head_warmup: MlmHeadWarmup | None = None
         enable_metric_forward(model)
-        self.metric_loss = loss if loss is not None else build_loss(args)
+        # One frozen starting model serves the loss's false-negative filter, the distillation
+        # guard and the diagnostics: a given loss's own guide, else one built when anything needs it.
+        self.guide = loss.guide if loss is not None else None
+        if self.guide is None and (
+            (loss is None and args.false_negative_filter) or args.guide_diagnostics or args.distill_weight > 0
+        ):
+            self.guide = StartingModelGuide(model)
+        self.metric_loss = loss if loss is not None else build_loss(args, guide=self.guide)
         super().__init__(model, args, *positional, **kwargs)
 
     def starting_encoder_copy(self, model: PreTrainedModel) -> torch.nn.Module:
@@ -120,9 +125,9 @@ class MetricBertTrainer(CatalogTrainer):
         if self.gathers_across_processes:
             embeddings, shard = gather_with_grad(embeddings, dim=1)
         titles, descriptions = embeddings[0], embeddings[1]
-        guide_vectors = excluded = None
+        guide_vectors = None
         if self.guide is not None and (
-            args.false_negative_filter or args.distill_weight > 0 or self._is_logging_step()
+            self.metric_loss.guide is not None or args.distill_weight > 0 or self._is_logging_step()
         ):
             # The guide is not part of the prepared model, so it gets the run's mixed precision here.
             with self.accelerator.autocast():
@@ -131,14 +136,7 @@ class MetricBertTrainer(CatalogTrainer):
                 # [titles; descriptions] of this process -> the same layout over the global batch.
                 local = guide_vectors.view(2, -1, guide_vectors.shape[-1])
                 guide_vectors = gather_with_grad(local, dim=1)[0].flatten(0, 1)
-        if args.false_negative_filter:
-            anchor_index, positive_index = self.metric_loss.anchors_and_positives(
-                len(titles), titles.device, shard
-            )
-            excluded = self.guide.closer_than_positive(
-                guide_vectors, anchor_index, positive_index, args.false_negative_margin
-            )
-        metric = self.metric_loss(titles, descriptions, excluded, shard)
+        metric = self.metric_loss(titles, descriptions, shard=shard, guide_vectors=guide_vectors)
         loss = args.triplet_weight * metric.loss
         mlm_loss = outputs["mlm_loss"]
         if shard is not None:
@@ -162,8 +160,6 @@ class MetricBertTrainer(CatalogTrainer):
             )
             loss = loss + args.distill_weight * distill_loss
             statistics["distill_loss"] = float(distill_loss.detach())
-        if excluded is not None:
-            statistics["filtered_candidate_rate"] = float(excluded.float().mean())
         if guide_vectors is not None and len(metric.anchor_index):
             statistics["guide_negative_closer_rate"] = self.guide.negative_closer_rate(
                 guide_vectors, metric.anchor_index, metric.positive_index, metric.negative_index

@@ -5,11 +5,28 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from metricbert_trainer.base.config import CatalogTrainerConfig
+from metricbert_trainer.base.parameter_docs import documented_parameters
 
 # lambda_1..lambda_4 of the four inference scores, in this order.
 SCORE_NAMES = ("cos_description", "cos_title", "tdm_candidate_title", "tdm_seed_title")
 
 
+@documented_parameters(
+    {
+        "The loss": (
+            "tdm_weight",
+            "negative_probability",
+        ),
+        "Inference": (
+            "inference_weights",
+            "rerank_top_k",
+        ),
+        "Shared settings with RecoBERT's own defaults": (
+            "max_length",
+            "cpu_bf16",
+        ),
+    }
+)
 @dataclass
 class RecoBertConfig(CatalogTrainerConfig):
     """``TrainingArguments`` plus RecoBERT's loss ``L = mlm_weight * L_MLM + tdm_weight * L_TDM``

@@ -18,6 +18,7 @@ import yaml
 from transformers import HfArgumentParser
 
 from metricbert_trainer.base.modeling import DEFAULT_MODEL
+from metricbert_trainer.base.parameter_docs import documented_parameters
 from metricbert_trainer.errors import UsageError
 
 
@@ -86,8 +87,19 @@ def read_config(path: str | Path, parser: argparse.ArgumentParser) -> dict[str, 
     return config
 
 
+@documented_parameters(
+    {
+        "The model": (
+            "model_name_or_path",
+            "trust_remote_code",
+            "model_license",
+        ),
+    }
+)
 @dataclass
 class ModelArguments:
+    """Which encoder a recipe starts from, and what its model card says about its licence."""
+
     model_name_or_path: str = field(
         default=DEFAULT_MODEL,
         metadata={
@@ -107,8 +119,34 @@ class ModelArguments:
     )
 
 
+@documented_parameters(
+    {
+        "The catalog": (
+            "catalog",
+            "dataset",
+            "dataset_config",
+            "dataset_split",
+            "id_column",
+            "text_columns",
+            "title_column",
+            "description_column",
+            "sections",
+            "max_train_items",
+            "dataset_name",
+        ),
+        "Evaluation and label-free selection": (
+            "annotations",
+            "strict",
+            "selection_holdout",
+        ),
+        "Plots": ("plot_column",),
+    }
+)
 @dataclass
 class DataArguments:
+    """Where a recipe reads its catalog (a CSV/JSON file or a Hub dataset), which columns are the
+    fields, and the annotations it is ranked against."""
+
     catalog: str = field(
         default=None,
         metadata={

@@ -2,7 +2,8 @@
 
 The help text in each field's metadata is what ``--help`` prints; a page written by hand beside
 it drifts (``cpu_bf16`` was once "1.4x" in one and "1.5x" in the other). So the page is generated
-from the same metadata, grouped by the dataclass that declares each option, and a test fails when
+from the same metadata, by the dataclass that declares each option and in its ``parameter_groups``
+(the groups of its ``Parameters:`` docstring, ``base.parameter_docs``), and a test fails when
 the committed page differs from what this module renders:
 
     python -m metricbert_trainer.scripts.options_page > docs/options.md
@@ -11,9 +12,9 @@ the committed page differs from what this module renders:
 from __future__ import annotations
 
 import dataclasses
-import enum
 
 from metricbert_trainer.base.config import CatalogTrainerConfig
+from metricbert_trainer.base.parameter_docs import default_value, grouped_fields, help_text
 from metricbert_trainer.metricbert.config import MetricBertConfig
 from metricbert_trainer.publishing.markdown import markdown_table
 from metricbert_trainer.recobert.config import RecoBertConfig
@@ -29,31 +30,10 @@ GROUPS = (
 )
 
 
-def own_fields(config: type) -> list[dataclasses.Field]:
-    """The fields ``config`` declares or redeclares (its parent's, and TrainingArguments', excluded
-    unless their default or help changes here)."""
-    parents = [base for base in config.__mro__[1:] if dataclasses.is_dataclass(base)]
-    inherited = {}
-    for base in reversed(parents):  # the nearest parent's declaration last, so it wins
-        inherited.update({option.name: option for option in dataclasses.fields(base)})
-    return [
-        option
-        for option in dataclasses.fields(config)
-        if option.name not in inherited
-        or (option.default, option.metadata.get("help"))
-        != (inherited[option.name].default, inherited[option.name].metadata.get("help"))
-    ]
-
-
-def default_text(option: dataclasses.Field) -> str:
-    if option.default_factory is not dataclasses.MISSING:
-        value = option.default_factory()
-    elif option.default is dataclasses.MISSING:
+def _default_text(option: dataclasses.Field) -> str:
+    value = default_value(option)
+    if value is dataclasses.MISSING:
         return "required"
-    else:
-        value = option.default
-    if isinstance(value, enum.Enum):
-        value = value.value
     return "unset" if value is None else f"`{value}`"
 
 
@@ -71,16 +51,12 @@ def options_page() -> str:
         "change are listed below.",
     ]
     for heading, config in GROUPS:
-        rows = [
-            [f"`{option.name}`", default_text(option), " ".join(option.metadata.get("help", "").split())]
-            for option in own_fields(config)
-        ]
-        sections += [
-            "",
-            f"## {heading} (`{config.__name__}`)",
-            "",
-            markdown_table(["option", "default", "meaning"], rows),
-        ]
+        sections += ["", f"## {heading} (`{config.__name__}`)"]
+        groups = grouped_fields(config)
+        for group, fields in groups:
+            rows = [[f"`{option.name}`", _default_text(option), help_text(option)] for option in fields]
+            subheading = [f"### {group}", ""] if len(groups) > 1 else []
+            sections += ["", *subheading, markdown_table(["option", "default", "meaning"], rows)]
     return "\n".join(sections) + "\n"
 
 

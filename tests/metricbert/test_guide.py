@@ -1,5 +1,6 @@
 import math
 
+import pytest
 import torch
 
 from metricbert_trainer.base.modeling import load_masked_lm
@@ -52,3 +53,25 @@ def test_guide_embeds_the_unmasked_text_and_stays_frozen(tiny_model_path, tokeni
         expected = mean_pool(original(**clean).last_hidden_state, clean["attention_mask"])
     torch.testing.assert_close(guide.embed(batch, ("title", "description"))[:2], expected)
     assert not any(parameter.requires_grad for parameter in guide.encoder.parameters())
+
+
+def test_a_loss_holding_the_guide_never_mines_what_the_guide_ranks_above_the_positive(tiny_model_path):
+    """GISTEmbed's rule, applied by the loss that holds the guide: on the hand-built vectors above,
+    the model in training would mine each title's sibling title, which the guide calls closer."""
+    from metricbert_trainer.metricbert.losses import TripletLoss
+
+    guide_vectors = torch.tensor([_unit(0), _unit(10), _unit(40), _unit(45)])
+    titles, descriptions = guide_vectors[:2].clone(), guide_vectors[2:].clone()
+    unguided = TripletLoss(anchors="title")(titles, descriptions)
+    assert unguided.negative_index.tolist() == [1, 0]
+
+    loss = TripletLoss(anchors="title", guide=StartingModelGuide(load_masked_lm(tiny_model_path)))
+    guided = loss(titles, descriptions, guide_vectors=guide_vectors)
+    # Title 0 keeps only description 1; title 1 has nothing left but the guide's verdict leaves none.
+    assert guided.anchor_index.tolist() == [0] and guided.negative_index.tolist() == [3]
+    assert guided.statistics["filtered_candidate_rate"] == 5 / 8
+    assert loss.get_config_dict()["false_negative_filter"] is True
+    with pytest.raises(ValueError, match="guide_vectors"):
+        loss(titles, descriptions)
+    with pytest.raises(ValueError, match="needs a guide"):
+        TripletLoss(false_negative_margin=0.05)

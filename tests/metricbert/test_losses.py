@@ -199,6 +199,8 @@ def test_config_dict_names_every_setting():
         "mining": "semi_hard",
         "anchors": "both",
         "negative_pool": "all",
+        "false_negative_filter": False,
+        "false_negative_margin": 0.0,
         "positive_margin": 1.0,
         "negative_margin": -1.0,
     }

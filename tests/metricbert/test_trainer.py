@@ -271,6 +271,34 @@ def test_a_loss_given_to_the_trainer_replaces_the_configured_one(
     assert recorded["negative_margin"] == 0.25 and recorded["triplet_weight"] == args.triplet_weight
 
 
+def test_the_guide_a_loss_holds_is_the_one_the_trainer_runs(tmp_path, tiny_model_path, tokenizer, wine_items):
+    """A loss given with its own guide filters with it, and the trainer serves the distillation
+    guard and the diagnostics from that same frozen copy instead of building a second one; a
+    loss without one filters nothing, whatever ``false_negative_filter`` says."""
+    from metricbert_trainer.metricbert.guide import StartingModelGuide
+    from metricbert_trainer.metricbert.losses import TripletLoss
+
+    model = load_masked_lm(tiny_model_path)
+    loss = TripletLoss(guide=StartingModelGuide(model), false_negative_margin=0.05)
+    args = _config(tmp_path, max_steps=2, logging_steps=1, distill_weight=1.0, false_negative_filter=False)
+    trainer = MetricBertTrainer(model, args, train_dataset=wine_items, processing_class=tokenizer, loss=loss)
+    assert trainer.guide is loss.guide
+    trainer.train()
+    assert len(_loss_history(trainer, "filtered_candidate_rate")) == 2
+    assert len(_loss_history(trainer, "distill_loss")) == 2
+
+    unguided = MetricBertTrainer(
+        load_masked_lm(tiny_model_path),
+        _config(tmp_path / "unguided", max_steps=1, guide_diagnostics=False, distill_weight=0.0),
+        train_dataset=wine_items,
+        processing_class=tokenizer,
+        loss=TripletLoss(),
+    )
+    assert unguided.guide is None
+    unguided.train()
+    assert not _loss_history(unguided, "filtered_candidate_rate")
+
+
 def test_texts_longer_than_max_length_are_truncated_and_counted(
     tmp_path, tiny_model_path, tokenizer, wine_items, caplog
 ):

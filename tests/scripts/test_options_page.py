@@ -5,10 +5,11 @@ import dataclasses
 from conftest import REPO_ROOT
 from transformers import TrainingArguments
 
+from metricbert_trainer.base.parameter_docs import own_fields
 from metricbert_trainer.metricbert.config import MetricBertConfig
 from metricbert_trainer.recobert.config import RecoBertConfig
 from metricbert_trainer.scripts.arguments import DataArguments, ModelArguments
-from metricbert_trainer.scripts.options_page import GROUPS, options_page, own_fields
+from metricbert_trainer.scripts.options_page import GROUPS, options_page
 
 
 def test_the_committed_page_is_the_generated_one():

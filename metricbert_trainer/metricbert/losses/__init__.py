@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from enum import Enum
 
+from metricbert_trainer.metricbert.guide import StartingModelGuide
 from metricbert_trainer.metricbert.losses.base import (
     InBatchLoss,
     LossOutput,
@@ -31,14 +32,18 @@ class Objective(str, Enum):
     LOGISTIC_TRIPLET = "logistic_triplet"
 
 
-def build_loss(config) -> InBatchLoss:
-    """The loss a ``MetricBertConfig`` describes."""
+def build_loss(config, guide: StartingModelGuide | None = None) -> InBatchLoss:
+    """The loss a ``MetricBertConfig`` describes; with ``false_negative_filter`` it holds ``guide``
+    (without one, as when a configuration is only checked, it filters nothing)."""
     objective = Objective(config.objective)
+    filtering = config.false_negative_filter and guide is not None
     shared = {
         "distance": config.distance,
         "mining": config.mining,
         "anchors": config.anchors,
         "negative_pool": config.negative_pool,
+        "guide": guide if filtering else None,
+        "false_negative_margin": config.false_negative_margin if filtering else 0.0,
     }
     if objective is Objective.TRIPLET:
         return TripletLoss(margin=config.margin, **shared)

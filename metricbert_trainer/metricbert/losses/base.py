@@ -15,6 +15,7 @@ from torch import nn
 
 from metricbert_trainer.base.distances import Distance, pairwise_distance
 from metricbert_trainer.base.distributed import ProcessShard, share_of_global_mean
+from metricbert_trainer.metricbert.guide import StartingModelGuide
 from metricbert_trainer.metricbert.losses.mining import (
     Anchors,
     Mining,
@@ -74,7 +75,12 @@ class InBatchLoss(nn.Module):
     one loss per anchor, which the base averages (over every process's anchors when the batch is
     gathered across processes); ``objective_statistics`` may add objective-specific diagnostics.
     Their constructors pass ``**mining_options`` (``distance``, ``mining``, ``anchors``,
-    ``negative_pool``) here.
+    ``negative_pool``, ``guide``, ``false_negative_margin``) here.
+    A loss given a ``guide`` (the frozen starting model, ``StartingModelGuide``) filters false
+    negatives as sentence-transformers' ``GISTEmbedLoss`` does with its guide model: no candidate
+    the guide places closer to the anchor than the anchor's positive (plus
+    ``false_negative_margin``, in angular distance) is mined. The loss holds the guide; the
+    trainer runs it on each batch's unmasked inputs and passes its vectors as ``guide_vectors``.
     ``distance`` always chooses the mined negative and the logged ``mean_d_ap``/``mean_d_an``;
     only the triplet loss also optimises it, the other objectives score pairs by their cosine.
     """
@@ -87,12 +93,20 @@ class InBatchLoss(nn.Module):
         mining: Mining | str = Mining.HARD,
         anchors: Anchors | str = Anchors.BOTH,
         negative_pool: NegativePool | str = NegativePool.ALL,
+        guide: StartingModelGuide | None = None,
+        false_negative_margin: float = 0.0,
     ) -> None:
         super().__init__()
+        if not 0 <= false_negative_margin < 1:
+            raise ValueError(f"false_negative_margin must be in [0, 1); got {false_negative_margin}.")
+        if false_negative_margin and guide is None:
+            raise ValueError("false_negative_margin widens the guide's filter: it needs a guide.")
         self.distance = Distance(distance)
         self.mining = Mining(mining)
         self.anchors = Anchors(anchors)
         self.negative_pool = NegativePool(negative_pool)
+        self.guide = guide
+        self.false_negative_margin = false_negative_margin
 
     def anchor_losses(self, batch: MinedBatch) -> torch.Tensor:
         """[A]: each anchor's term of the loss."""
@@ -109,6 +123,8 @@ class InBatchLoss(nn.Module):
             "mining": self.mining.value,
             "anchors": self.anchors.value,
             "negative_pool": self.negative_pool.value,
+            "false_negative_filter": self.guide is not None,
+            "false_negative_margin": self.false_negative_margin,
         }
 
     def anchors_and_positives(
@@ -127,27 +143,42 @@ class InBatchLoss(nn.Module):
         descriptions: torch.Tensor,
         excluded: torch.Tensor | None = None,
         shard: ProcessShard | None = None,
+        guide_vectors: torch.Tensor | None = None,
     ) -> LossOutput:
         """``titles`` and ``descriptions`` are [B, H], row ``i`` of both from item ``i``.
 
         ``excluded`` ([A, 2B], optional, rows in ``anchors_and_positives`` order) removes
-        candidates from mining, e.g. suspected false negatives; anchors left with no candidate
-        (also: every anchor of a one-item batch) do not contribute to the loss. With ``shard`` the rows are the batch gathered from every
-        process (``distributed.gather_with_grad``): only this process's items anchor, every
-        gathered element is a candidate, and the loss is this process's share of the global mean.
+        candidates from mining; a loss with a guide also removes those its ``guide_vectors``
+        ([2B, H'], the guide's embeddings of the same elements, field-major) call false negatives,
+        and logs their share as ``filtered_candidate_rate``. Anchors left with no candidate
+        (also: every anchor of a one-item batch) do not contribute to the loss. With ``shard`` the
+        rows are the batch gathered from every process (``distributed.gather_with_grad``): only
+        this process's items anchor, every gathered element is a candidate, and the loss is this
+        process's share of the global mean.
         """
         elements = torch.cat([titles, descriptions])
         anchor_index, positive_index = self.anchors_and_positives(titles.shape[0], elements.device, shard)
         allowed = negative_candidates(anchor_index, positive_index, len(elements), self.negative_pool)
         if excluded is not None:
             allowed &= ~excluded
+        filter_statistics = {}
+        if self.guide is not None:
+            if guide_vectors is None:
+                raise ValueError(
+                    "This loss filters with a guide: pass guide_vectors, its embeddings of the batch."
+                )
+            suspects = StartingModelGuide.closer_than_positive(
+                guide_vectors, anchor_index, positive_index, self.false_negative_margin
+            )
+            filter_statistics["filtered_candidate_rate"] = float(suspects.float().mean())
+            allowed &= ~suspects
         # An anchor with no candidate (filtered out, or a one-item batch) has no triplet.
         keep = allowed.any(dim=1)
         anchor_index, positive_index, allowed = anchor_index[keep], positive_index[keep], allowed[keep]
         if len(anchor_index) == 0:
             # Still reduced, so every process takes part in the same collectives.
             zero = share_of_global_mean(elements.sum() * 0.0, 0, shard)
-            return LossOutput(zero, {}, anchor_index, positive_index, anchor_index)
+            return LossOutput(zero, filter_statistics, anchor_index, positive_index, anchor_index)
         distances = pairwise_distance(elements[anchor_index], elements, self.distance)
         rows = torch.arange(len(anchor_index), device=elements.device)
         negative_index = mine_negatives(distances, allowed, distances[rows, positive_index], self.mining)
@@ -155,6 +186,7 @@ class InBatchLoss(nn.Module):
         statistics = {
             **mining_statistics(batch.positive_distance, batch.negative_distance),
             **self.objective_statistics(batch),
+            **filter_statistics,
         }
         loss = share_of_global_mean(self.anchor_losses(batch).sum(), len(anchor_index), shard)
         return LossOutput(loss, statistics, anchor_index, positive_index, negative_index)
