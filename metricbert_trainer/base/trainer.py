@@ -191,13 +191,20 @@ class CatalogTrainer(Trainer):
     ) -> tuple[PreTrainedModel, TrainingArguments, object]:
         """What the trainer is given, completed the way trl's and sentence-transformers' trainers
         complete it: a model named by its Hub id or folder is loaded (``load_masked_lm``) with its
-        tokenizer unless ``processing_class`` is given, and missing ``args`` are ``config_class``'s
+        tokenizer unless ``processing_class`` is given, a loaded model without ``processing_class``
+        gets the tokenizer of the folder it came from, and missing ``args`` are ``config_class``'s
         defaults, writing to ``<model>-<method>`` in the working folder."""
         if isinstance(model, str):
             path = resolve_model_name(model)
             if processing_class is None:
                 processing_class = AutoTokenizer.from_pretrained(path)
             model = load_masked_lm(path)
+        elif processing_class is None and model.config.name_or_path:
+            # As trl does: the tokenizer saved beside the model's weights, when there is one.
+            try:
+                processing_class = AutoTokenizer.from_pretrained(model.config.name_or_path)
+            except OSError:
+                processing_class = None
         if args is None:
             name = Path(model.config.name_or_path or "model").name
             method = cls.__name__.removesuffix("Trainer").lower()

@@ -23,3 +23,15 @@ def test_a_model_name_and_no_args_are_completed_with_defaults(
     assert trainer.args.output_dir.endswith(f"-{suffix}")
     assert trainer.args.learning_rate == config_class(output_dir="x").learning_rate
     assert trainer.train_dataset is items and trainer.data_collator is not None
+
+
+def test_a_loaded_model_without_a_tokenizer_gets_the_one_saved_beside_it(
+    tiny_model_path, wines_csv, tmp_path, monkeypatch
+):
+    from metricbert_trainer import load_masked_lm
+
+    monkeypatch.chdir(tmp_path)
+    items = load_catalog(wines_csv).dataset.select(range(8))
+    trainer = MetricBertTrainer(load_masked_lm(tiny_model_path), train_dataset=items)
+    assert trainer.processing_class is not None
+    assert trainer.processing_class("Pinot Gris")["input_ids"][0] == trainer.processing_class.cls_token_id
