@@ -43,6 +43,7 @@ from metricbert_trainer.metricbert.losses.mining import Anchors, Mining, Negativ
             "distill_weight",
             "distill_temperature",
             "distill_include_positive",
+            "distill_within_field",
         ),
         "The MLM term": (
             "mlm_head_warmup_steps",
@@ -158,6 +159,14 @@ class MetricBertConfig(CatalogTrainerConfig):
             "fields is the metric term's job, and distilling it held back the gain on the wine sample."
         },
     )
+    distill_within_field: bool = field(
+        default=False,
+        metadata={
+            "help": "Distil only each element's similarities to the other elements of its own field (titles to "
+            "titles, descriptions to descriptions: the distances Metric_Inf reads), leaving the cross-field ones "
+            "to the metric term."
+        },
+    )
     mlm_head_warmup_steps: int = field(
         default=0,
         metadata={
@@ -226,6 +235,7 @@ class MetricBertConfig(CatalogTrainerConfig):
             "distill_weight": self.distill_weight,
             "distill_temperature": self.distill_temperature,
             "distill_include_positive": self.distill_include_positive,
+            "distill_within_field": self.distill_within_field,
             "pooling_input": self.pooling_input.value,
             "false_negative_filter": self.false_negative_filter,
             "false_negative_margin": self.false_negative_margin,

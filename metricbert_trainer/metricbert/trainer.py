@@ -156,6 +156,7 @@ class MetricBertTrainer(CatalogTrainer):
                 guide_vectors,
                 temperature=args.distill_temperature,
                 include_positive=args.distill_include_positive,
+                within_field=args.distill_within_field,
                 shard=shard,
             )
             loss = loss + args.distill_weight * distill_loss

@@ -279,7 +279,7 @@ def summary_table(summary: list[dict], reference: str | None = None) -> str:
     return markdown_table(headers, rows)
 
 
-SELECTION_SIGNALS = ("lf_score", "lf_t2d_mrr", "lf_start_agreement@10")
+SELECTION_SIGNALS = ("lf_t2d_mrr", "lf_start_agreement@10")
 
 
 def selection_table(rows: list[dict], metrics: tuple[str, ...] = ("map", "mpr", "hr@100")) -> str:
@@ -287,7 +287,7 @@ def selection_table(rows: list[dict], metrics: tuple[str, ...] = ("map", "mpr", 
     maximum) against the start, the last and the best evaluation by the annotations."""
     table = []
     for row in rows:
-        evaluations = [entry for entry in row.get("evaluations", []) if "lf_score" in entry]
+        evaluations = [entry for entry in row.get("evaluations", []) if "lf_t2d_mrr" in entry]
         if len(evaluations) < 2:
             continue
         choices = {"start": evaluations[0], "last": evaluations[-1]}

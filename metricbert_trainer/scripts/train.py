@@ -235,7 +235,7 @@ def report_label_free_change(log_history: list[dict]) -> dict[str, float] | None
     ordered the runs of one benchmark right and of the other inversely (docs/quality.md), so no
     threshold on them says whether training helped.
     """
-    evaluations = [entry for entry in log_history if "eval_lf_score" in entry]
+    evaluations = [entry for entry in log_history if "eval_lf_t2d_mrr" in entry]
     if len(evaluations) < 2 or evaluations[0]["step"] != 0:
         return None
     start, end = evaluations[0], evaluations[-1]

@@ -46,9 +46,7 @@ def test_the_starting_model_agrees_with_itself_and_training_changes_it(tiny_mode
     evaluator = LabelFreeEvaluator.from_start(model, tokenizer, catalog, held, max_length=64)
     start = evaluator(model, tokenizer)
     assert start["lf_start_agreement@10"] == 100.0
-    assert 0 < start["lf_t2d_mrr"] <= 100 and start["lf_score"] == pytest.approx(
-        (start["lf_t2d_mrr"] + 100) / 2
-    )
+    assert 0 < start["lf_t2d_recall@1"] <= start["lf_t2d_mrr"] <= 100
     with torch.no_grad():
         for parameter in model.base_model.encoder.parameters():
             parameter.add_(torch.randn_like(parameter))
@@ -64,15 +62,15 @@ def test_too_few_held_out_items_are_refused(tiny_model_path, tokenizer, wines_cs
 
 def test_the_user_is_told_how_the_label_free_signals_moved(caplog):
     history = [
-        {"step": 0, "eval_lf_score": 60.0, "eval_lf_t2d_mrr": 20.0},
+        {"step": 0, "eval_lf_start_agreement@10": 100.0, "eval_lf_t2d_mrr": 20.0},
         {"step": 5, "loss": 1.0},
-        {"step": 10, "eval_lf_score": 55.0, "eval_lf_t2d_mrr": 30.0},
+        {"step": 10, "eval_lf_start_agreement@10": 95.0, "eval_lf_t2d_mrr": 30.0},
     ]
     with caplog.at_level("INFO", logger="metricbert_trainer.scripts.train"):
         changes = report_label_free_change(history)
-    assert changes == pytest.approx({"lf_score": -5.0, "lf_t2d_mrr": 10.0})
+    assert changes == pytest.approx({"lf_start_agreement@10": -5.0, "lf_t2d_mrr": 10.0})
     assert "lf_t2d_mrr 20.00 -> 30.00" in caplog.text
-    assert report_label_free_change([{"step": 10, "eval_lf_score": 55.0}]) is None  # no start to compare
+    assert report_label_free_change([{"step": 10, "eval_lf_t2d_mrr": 55.0}]) is None  # no start to compare
 
 
 def test_generic_recipe_holds_items_out_and_logs_the_signals_at_start_and_end(tmp_path, tiny_model_path):
@@ -100,7 +98,7 @@ def test_generic_recipe_holds_items_out_and_logs_the_signals_at_start_and_end(tm
     assert (
         trainer.args.max_length == 128
     )  # p95 of the descriptions (286 tokens) capped by the tiny model's 128 positions
-    evaluations = [entry for entry in trainer.state.log_history if "eval_lf_score" in entry]
+    evaluations = [entry for entry in trainer.state.log_history if "eval_lf_t2d_mrr" in entry]
     assert [entry["step"] for entry in evaluations] == [0, 4]
     assert evaluations[0]["eval_lf_start_agreement@10"] == 100.0
     assert "distill_loss" in next(entry for entry in trainer.state.log_history if "loss" in entry)

@@ -31,6 +31,31 @@ def test_matches_the_kl_divergence_written_out_by_hand(include_positive):
     assert float(loss) == pytest.approx(sum(expected) / 6, rel=1e-5)
 
 
+def test_within_field_distils_each_element_against_its_own_field_only():
+    torch.manual_seed(2)
+    student, guide = torch.randn(8, 4), torch.randn(8, 4)  # 4 items: rows 0-3 titles, 4-7 descriptions
+    expected = []
+    for anchor in range(8):
+        others = [j for j in range(8) if j != anchor and j // 4 == anchor // 4]
+        s = torch.nn.functional.cosine_similarity(student[anchor][None], student[others]) / 0.5
+        g = torch.nn.functional.cosine_similarity(guide[anchor][None], guide[others]) / 0.5
+        p, log_q = g.softmax(0), s.log_softmax(0)
+        expected.append(float((p * (p.log() - log_q)).sum()))
+    loss = relational_distillation(student, guide, temperature=0.5, within_field=True)
+    assert float(loss) == pytest.approx(sum(expected) / 8, rel=1e-5)
+
+
+def test_within_field_leaves_cross_field_similarities_free():
+    torch.manual_seed(3)
+    guide = torch.randn(6, 4)
+    student = guide.clone()
+    # The descriptions rotate as a block: their own geometry stays, their similarities to titles change.
+    student[3:] = guide[3:] @ torch.linalg.qr(torch.randn(4, 4))[0]
+    loss = relational_distillation(student, guide, temperature=0.1, within_field=True)
+    assert float(loss) == pytest.approx(0.0, abs=1e-5)
+    assert float(relational_distillation(student, guide, temperature=0.1)) > 1e-3
+
+
 def test_pulls_a_drifted_model_back_towards_the_guide_structure():
     torch.manual_seed(1)
     guide = torch.randn(10, 8)

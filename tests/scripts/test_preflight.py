@@ -114,7 +114,7 @@ def test_evaluation_needs_something_to_rank_and_a_logged_metric(files):
     ):
         _check([*without_annotations, "--eval_strategy", "steps", "--eval_steps", "5"])
     # The label-free signals alone are something to evaluate and select on.
-    _check([*files, "--annotations", "", "--eval_on_start", "true", "--metric_for_best_model", "lf_score"])
+    _check([*files, "--annotations", "", "--eval_on_start", "true", "--metric_for_best_model", "lf_t2d_mrr"])
     with pytest.raises(
         UsageError,
         match="metric_for_best_model 'mrrr' is not among the logged metrics; choose one of mpr, mrr",

@@ -85,10 +85,9 @@ def test_report_averages_seeds_and_stars_differences_beyond_seed_spread(tmp_path
 def test_selection_table_shows_what_each_label_free_signal_picks():
     from metricbert_trainer.scripts.study import selection_table
 
-    def evaluation(step, lf_score, t2d, agreement, map_):
+    def evaluation(step, t2d, agreement, map_):
         return {
             "step": step,
-            "lf_score": lf_score,
             "lf_t2d_mrr": t2d,
             "lf_start_agreement@10": agreement,
             "map": map_,
@@ -100,9 +99,9 @@ def test_selection_table_shows_what_each_label_free_signal_picks():
         "variant": "curve",
         "seed": 42,
         "evaluations": [
-            evaluation(0, 60.0, 20.0, 100.0, 18.0),
-            evaluation(40, 61.0, 30.0, 92.0, 19.5),
-            evaluation(80, 59.0, 35.0, 83.0, 19.0),
+            evaluation(0, 20.0, 100.0, 18.0),
+            evaluation(40, 30.0, 92.0, 19.5),
+            evaluation(80, 35.0, 83.0, 19.0),
         ],
     }
     table = selection_table([row, {"variant": "once", "seed": 1, "evaluations": []}]).splitlines()
@@ -113,7 +112,6 @@ def test_selection_table_shows_what_each_label_free_signal_picks():
         "annotations (MAP, oracle)": "40",
         "annotations (MPR, oracle)": "80",
         "annotations (HR@100, oracle)": "0",
-        "lf_score": "40",
         "lf_t2d_mrr": "80",
         "lf_start_agreement@10": "40",
     }

@@ -18,6 +18,12 @@ fight the very pull that training is for (docs/quality.md measured it). What rem
 element relates to the *other* items (no absolute position): the item-to-item neighbourhood that
 ranking reads, kept as the pretrained encoder drew it. ``include_positive`` restores the plain
 relational form.
+
+``within_field`` narrows the distributions further, to the anchor's own field (a title against the
+other titles, a description against the other descriptions): Metric_Inf reads only those
+distances, while the cross-field ones are what the metric term rewrites (a title against other
+items' descriptions is exactly where its mined negatives come from), so a guard on them opposes
+every push of the metric term as well as every drift.
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ def relational_distillation(
     *,
     temperature: float,
     include_positive: bool = False,
+    within_field: bool = False,
     shard: ProcessShard | None = None,
 ) -> torch.Tensor:
     """``L_distill`` over a batch laid out field-major ([titles; descriptions], ``[2B, H]`` each).
@@ -51,7 +58,10 @@ def relational_distillation(
     if shard is not None:
         rows = rows[shard.owns(rows % items)]
     left_out = F.one_hot(rows, len(elements)).bool()
-    if not include_positive:
+    if within_field:
+        field_of = torch.arange(len(elements), device=elements.device) // items
+        left_out |= field_of[rows][:, None] != field_of[None, :]
+    elif not include_positive:
         left_out |= F.one_hot((rows + items) % len(elements), len(elements)).bool()
     if len(rows) == 0 or int((~left_out[0]).sum()) < 2:
         # Fewer than two elements to distribute over: nothing to distill.
