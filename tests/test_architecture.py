@@ -51,7 +51,17 @@ ALLOWED = {
         "recobert",
         "ner",
     },
-    "cli": {"errors", "data", "base", "base.trainer", "evaluation", "publishing", "metricbert", "recobert", "ner"},
+    "cli": {
+        "errors",
+        "data",
+        "base",
+        "base.trainer",
+        "evaluation",
+        "publishing",
+        "metricbert",
+        "recobert",
+        "ner",
+    },
 }
 
 

@@ -52,7 +52,7 @@ def test_short_run_logs_both_terms_evaluates_and_saves_a_pipeline_model(tmp_path
     }
     trainer.save_model()
     card = (output / "README.md").read_text(encoding="utf-8")
-    assert "pipeline_tag: token-classification" in card and "eval_f1" not in card and "| f1 |" not in card
+    assert "pipeline_tag: token-classification" in card and "| f1 |" in card
     assert "## Evaluation" in card and 'pipeline("token-classification"' in card
     assert not (output / "modules.json").exists()  # a tagger is not a sentence encoder
 
