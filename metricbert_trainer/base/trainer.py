@@ -86,6 +86,10 @@ class CatalogTrainer(Trainer):
         trainer="CatalogTrainer",
     )
 
+    # Whether the trained model is a sentence encoder, saved with the sentence-transformers files
+    # that load it as one (a tagger is not: its card and folder say how to use it instead).
+    sentence_encoder = True
+
     # The configuration built when a trainer is given no args (a subclass names its own).
     config_class: type[CatalogTrainerConfig] = CatalogTrainerConfig
 
@@ -251,10 +255,11 @@ class CatalogTrainer(Trainer):
         """What makes ``folder`` a publishable model beside its weights: the sentence-transformers
         files, the model card and the plot of the loss terms."""
         folder = Path(folder)
-        config = self.accelerator.unwrap_model(self.model).config
-        write_sentence_transformers_files(
-            folder, hidden_size=config.hidden_size, max_seq_length=self.args.max_length
-        )
+        if self.sentence_encoder:
+            config = self.accelerator.unwrap_model(self.model).config
+            write_sentence_transformers_files(
+                folder, hidden_size=config.hidden_size, max_seq_length=self.args.max_length
+            )
         repo_id = (self.hub_model_id or self.args.hub_model_id) if self.args.push_to_hub else None
         name = model_name or (repo_id or Path(self.args.output_dir).resolve().name).split("/")[-1]
         card = render_model_card(

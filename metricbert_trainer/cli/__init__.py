@@ -6,6 +6,7 @@
         [--sbert PATH ...] [--recobert PATH ...] --output-dir DIR
     metricbert consolidate CHECKPOINT OUTPUT_DIR --allow-pickle   (a DeepSpeed ZeRO checkpoint -> a plain model)
     metricbert plot CHECKPOINT --catalog CSV --column variety [--before MODEL]
+    metricbert ner-evaluate --model DIR --data JSONL [--split test]   (a multi-task NER tagger's entity scores)
 
 Model paths may be plain Hugging Face folders or sentence-transformers folders; ``NAME=PATH``
 names a model's rows in the tables. Everything is computed by the library's scorers, ranking and
@@ -21,12 +22,12 @@ from collections.abc import Sequence
 
 import transformers
 
-from metricbert_trainer.cli import compare, consolidate, evaluate, plot, recommend
+from metricbert_trainer.cli import compare, consolidate, evaluate, ner_evaluate, plot, recommend
 from metricbert_trainer.data.annotations import AnnotationError
 from metricbert_trainer.data.catalog import CatalogError
 
 # One module per command, each adding its own subparser; the order is --help's.
-COMMANDS = (evaluate, recommend, compare, consolidate, plot)
+COMMANDS = (evaluate, recommend, compare, consolidate, plot, ner_evaluate)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -49,6 +49,9 @@ class CardMethod:
     (``card_method``), so a card cites and describes the right paper.
 
     ``goal`` and ``inference`` may name ``{fields}``, the catalog's text fields joined by "and".
+    A method whose model is not a sentence encoder (a tagger) names its own Hub ``pipeline_tag``
+    and ``library_name``, how it was ``supervised``, and its ``usage`` section, a markdown
+    template that may name ``{model_id}`` and ``{example}`` (a JSON literal of the first example text).
     """
 
     name: str  # opens the card: what was trained, with its paper
@@ -57,6 +60,10 @@ class CardMethod:
     trainer: str  # the class that trains it further
     script: str | None = None  # the recipe that trains it further
     citation: str | None = None  # BibTeX of the paper
+    pipeline_tag: str = "sentence-similarity"
+    library_name: str = "sentence-transformers"
+    supervised: str = "without labels"
+    usage: str | None = None
 
 
 @dataclass
@@ -128,9 +135,9 @@ def render_model_card(
     data = ModelCardData(
         language=info.language,
         license=info.license,
-        library_name="sentence-transformers",
-        pipeline_tag="sentence-similarity",
-        tags=sorted({*trainer_tags, "sentence-transformers", "feature-extraction", *info.tags}),
+        library_name=method.library_name,
+        pipeline_tag=method.pipeline_tag,
+        tags=sorted({*trainer_tags, *_library_tags(method), *info.tags}),
         base_model=info.hub_base_model,
         datasets=[info.catalog_label] if info.catalog_label else None,
         metrics=list(RANKING_METRICS) if evaluations else None,
@@ -150,6 +157,13 @@ def render_model_card(
         f"## Citation\n\n```bibtex\n{method.citation}\n```\n" if method.citation else "",
     ]
     return "\n".join(section for section in sections if section)
+
+
+def _library_tags(method: CardMethod) -> tuple[str, ...]:
+    """The Hub tags of a sentence encoder, for a method whose model is one."""
+    if method.library_name != "sentence-transformers":
+        return ()
+    return ("sentence-transformers", "feature-extraction")
 
 
 def logged_steps(log_history: list[dict[str, float]]) -> list[dict[str, float]]:
@@ -192,7 +206,7 @@ def _summary(info: ModelCardInfo, method: CardMethod) -> str:
     goal = method.goal.format(fields=fields)
     inference = method.inference.format(fields=fields)
     return (
-        f"{method.name}: {start} fine-tuned without labels on {catalog}{size}, {goal}. {inference} "
+        f"{method.name}: {start} fine-tuned {method.supervised} on {catalog}{size}, {goal}. {inference} "
         "Trained with metricbert-trainer.\n"
     )
 
@@ -205,6 +219,8 @@ def _usage(model_id: str, examples: Sequence[str], method: CardMethod) -> str:
     # JSON strings are Python string literals too, whatever quotes or backslashes the text holds.
     literals = [json.dumps(text, ensure_ascii=False) for text in (examples or PLACEHOLDER_EXAMPLES)]
     texts, first = ", ".join(literals), literals[0]
+    if method.usage is not None:
+        return method.usage.format(model_id=model_id, example=first)
     further = f"`{method.trainer}`" + (
         f" / `accelerate launch {method.script} --model_name_or_path {model_id}`" if method.script else ""
     )

@@ -16,9 +16,11 @@ import dataclasses
 from metricbert_trainer.base.config import CatalogTrainerConfig
 from metricbert_trainer.base.parameter_docs import default_value, grouped_fields, help_text
 from metricbert_trainer.metricbert.config import MetricBertConfig
+from metricbert_trainer.ner.config import NerConfig
 from metricbert_trainer.publishing.markdown import markdown_table
 from metricbert_trainer.recobert.config import RecoBertConfig
 from metricbert_trainer.scripts.arguments import DataArguments, ModelArguments
+from metricbert_trainer.scripts.ner import NerDataArguments
 
 # (heading, the dataclass whose own fields the group lists), in the order a user meets them.
 GROUPS = (
@@ -27,6 +29,8 @@ GROUPS = (
     ("Every trainer: truncation, masking, precision, checkpoints", CatalogTrainerConfig),
     ("MetricBERT: the loss family, mining, the guide and the guard", MetricBertConfig),
     ("RecoBERT", RecoBertConfig),
+    ("Multi-task NER: the tagged titles", NerDataArguments),
+    ("Multi-task NER: the loss", NerConfig),
 )
 
 

@@ -91,8 +91,8 @@ def train(
 def _train(
     model_args: ModelArguments, data_args: DataArguments, training_args: CatalogTrainerConfig
 ) -> TrainingRun:
-    _configure_logging(training_args)
-    _warn_if_cores_idle(training_args)
+    configure_logging(training_args)
+    warn_if_cores_idle(training_args)
     set_seed(training_args.seed)
     catalog = load_recipe_catalog(data_args)
     # Read now, so that a misspelt column fails before training rather than after it.
@@ -250,7 +250,7 @@ def report_label_free_change(log_history: list[dict]) -> dict[str, float] | None
     return changes
 
 
-def _warn_if_cores_idle(training_args: CatalogTrainerConfig) -> None:
+def warn_if_cores_idle(training_args: CatalogTrainerConfig) -> None:
     """``accelerate launch`` sets ``OMP_NUM_THREADS=1`` unless told otherwise (its ``--cpu`` flag does
     not change that; only ``use_cpu: true`` in a config file or ``--num_cpu_threads_per_process``
     do); on a machine without a GPU a lone process then trains on one core, about half as fast
@@ -271,7 +271,7 @@ def _warn_if_cores_idle(training_args: CatalogTrainerConfig) -> None:
         )
 
 
-def _configure_logging(training_args: MetricBertConfig) -> None:
+def configure_logging(training_args: MetricBertConfig) -> None:
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
     level = training_args.get_process_log_level()
     logging.getLogger("metricbert_trainer").setLevel(level)

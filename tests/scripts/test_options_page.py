@@ -7,8 +7,10 @@ from transformers import TrainingArguments
 
 from metricbert_trainer.base.parameter_docs import own_fields
 from metricbert_trainer.metricbert.config import MetricBertConfig
+from metricbert_trainer.ner.config import NerConfig
 from metricbert_trainer.recobert.config import RecoBertConfig
 from metricbert_trainer.scripts.arguments import DataArguments, ModelArguments
+from metricbert_trainer.scripts.ner import NerDataArguments
 from metricbert_trainer.scripts.options_page import GROUPS, options_page
 
 
@@ -24,7 +26,14 @@ def test_every_option_of_the_recipes_is_on_the_page_with_its_help():
     together they cover every option that is not a plain TrainingArguments field."""
     page = options_page()
     listed = {option.name for _, config in GROUPS for option in own_fields(config)}
-    for config in (MetricBertConfig, RecoBertConfig, ModelArguments, DataArguments):
+    for config in (
+        MetricBertConfig,
+        RecoBertConfig,
+        NerConfig,
+        ModelArguments,
+        DataArguments,
+        NerDataArguments,
+    ):
         names = {option.name for option in dataclasses.fields(config)}
         plain = {option.name for option in dataclasses.fields(TrainingArguments)}
         assert names - plain <= listed

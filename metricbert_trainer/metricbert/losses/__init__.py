@@ -32,6 +32,16 @@ class Objective(str, Enum):
     LOGISTIC_TRIPLET = "logistic_triplet"
 
 
+# The loss class of each objective; every one takes the mining options as keywords.
+LOSS_TYPES: dict[Objective, type[InBatchLoss]] = {
+    Objective.TRIPLET: TripletLoss,
+    Objective.CONTRASTIVE: ContrastiveLoss,
+    Objective.COSINE: CosineLoss,
+    Objective.MNRL: MultipleNegativesRankingLoss,
+    Objective.LOGISTIC_TRIPLET: LogisticTripletLoss,
+}
+
+
 def build_loss(config, guide: StartingModelGuide | None = None) -> InBatchLoss:
     """The loss a ``MetricBertConfig`` describes; with ``false_negative_filter`` it holds ``guide``
     (without one, as when a configuration is only checked, it filters nothing)."""
@@ -45,19 +55,23 @@ def build_loss(config, guide: StartingModelGuide | None = None) -> InBatchLoss:
         "guide": guide if filtering else None,
         "false_negative_margin": config.false_negative_margin if filtering else 0.0,
     }
-    if objective is Objective.TRIPLET:
-        return TripletLoss(margin=config.margin, **shared)
-    if objective in (Objective.CONTRASTIVE, Objective.COSINE):
-        loss_type = ContrastiveLoss if objective is Objective.CONTRASTIVE else CosineLoss
-        return loss_type(
-            positive_margin=config.positive_margin, negative_margin=config.negative_margin, **shared
-        )
-    if objective is Objective.MNRL:
-        return MultipleNegativesRankingLoss(scale=config.scale, **shared)
-    return LogisticTripletLoss(**shared)
+    own = {
+        Objective.TRIPLET: {"margin": config.margin},
+        Objective.CONTRASTIVE: {
+            "positive_margin": config.positive_margin,
+            "negative_margin": config.negative_margin,
+        },
+        Objective.COSINE: {
+            "positive_margin": config.positive_margin,
+            "negative_margin": config.negative_margin,
+        },
+        Objective.MNRL: {"scale": config.scale},
+    }.get(objective, {})
+    return LOSS_TYPES[objective](**own, **shared)
 
 
 __all__ = [
+    "LOSS_TYPES",
     "ContrastiveLoss",
     "CosineLoss",
     "InBatchLoss",

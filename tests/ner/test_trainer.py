@@ -1,0 +1,117 @@
+"""One short multi-task NER run on the tiny model: both loss terms logged, the held-out metrics in
+``evaluate()``, and a saved folder that ``pipeline("token-classification")`` and the CLI load."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import REPO_ROOT
+from transformers import AutoModelForTokenClassification, pipeline
+
+from metricbert_trainer.cli import main as cli_main
+from metricbert_trainer.ner import NerConfig, NerTrainer, TaggingEvaluator, load_tagged_catalog
+from metricbert_trainer.ner.losses import title_description_loss
+
+WINE_TAGS = REPO_ROOT / "data" / "wines_ner" / "wine-titles-ner.jsonl"
+
+
+@pytest.fixture(scope="module")
+def catalog():
+    return load_tagged_catalog(WINE_TAGS)
+
+
+def test_short_run_logs_both_terms_evaluates_and_saves_a_pipeline_model(tmp_path, tiny_model_path, catalog):
+    output = tmp_path / "tagger"
+    trainer = NerTrainer(
+        tiny_model_path,
+        NerConfig(
+            output_dir=str(output),
+            max_steps=4,
+            logging_steps=2,
+            per_device_train_batch_size=8,
+            learning_rate=1e-3,
+            max_length=64,
+            report_to="none",
+            save_strategy="no",
+        ),
+        labels=catalog.labels,
+        train_dataset=catalog.train.select(range(32)),
+        ranking_evaluator=TaggingEvaluator(catalog.test.select(range(40)), max_length=64),
+    )
+    trainer.train()
+    logged = [entry for entry in trainer.state.log_history if "loss" in entry]
+    assert all("tagging_loss" in entry and "logistic_triplet_loss" in entry for entry in logged)
+    metrics = trainer.evaluate()
+    assert set(metrics) >= {
+        "eval_precision",
+        "eval_recall",
+        "eval_f1",
+        "eval_exact_match",
+        "eval_token_accuracy",
+    }
+    trainer.save_model()
+    card = (output / "README.md").read_text(encoding="utf-8")
+    assert "pipeline_tag: token-classification" in card and "| f1 |" in card
+    assert "## Evaluation" in card and 'pipeline("token-classification"' in card
+    assert not (output / "modules.json").exists()  # a tagger is not a sentence encoder
+
+    tagger = pipeline("token-classification", model=str(output))
+    assert tagger.model.config.id2label[0] == "O"
+    assert isinstance(tagger(catalog.test[0]["title"]), list)
+    reloaded = AutoModelForTokenClassification.from_pretrained(output)
+    again = TaggingEvaluator(catalog.test.select(range(40)), max_length=64)(
+        reloaded, trainer.processing_class
+    )
+    assert again == pytest.approx(
+        {
+            name.removeprefix("eval_"): value
+            for name, value in metrics.items()
+            if name.removeprefix("eval_") in again
+        }
+    )
+
+    report = tmp_path / "metrics.json"
+    assert (
+        cli_main(
+            [
+                "ner-evaluate",
+                "--model",
+                str(output),
+                "--data",
+                str(WINE_TAGS),
+                "--max-length",
+                "64",
+                "--output",
+                str(report),
+            ]
+        )
+        == 0
+    )
+    assert set(json.loads(report.read_text())["metrics"]) == set(again)
+
+
+def test_ner_alone_reads_no_descriptions(tmp_path, tiny_model_path, catalog):
+    trainer = NerTrainer(
+        tiny_model_path,
+        NerConfig(output_dir=str(tmp_path), max_steps=1, max_length=32, report_to="none", metric_weight=0),
+        labels=catalog.labels,
+        train_dataset=catalog.train.select(range(8)),
+    )
+    batch = trainer.data_collator([catalog.train[index] for index in range(4)])
+    assert "description_input_ids" not in batch and batch["labels"].shape == batch["input_ids"].shape
+    trainer.train()
+    assert "logistic_triplet_loss" not in trainer.state.log_history[0]
+
+
+def test_the_metric_term_anchors_titles_on_other_items_descriptions():
+    loss = title_description_loss("contrastive")
+    config = loss.get_config_dict()
+    assert [config[name] for name in ("objective", "anchors", "negative_pool", "mining")] == [
+        "contrastive",
+        "title",
+        "other_field",
+        "random",
+    ]
+    with pytest.raises(ValueError, match="mining=random does not apply to objective mnrl"):
+        NerConfig(output_dir="unused", objective="mnrl")
