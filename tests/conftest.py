@@ -7,6 +7,7 @@ exercised) and shrinks everything else, so a training step takes milliseconds.
 from __future__ import annotations
 
 import csv
+import logging
 import os
 import sys
 from pathlib import Path
@@ -55,6 +56,16 @@ def tiny_model_path(tmp_path_factory, tokenizer) -> str:
     BertForMaskedLM(config).save_pretrained(path)
     tokenizer.save_pretrained(path)
     return str(path)
+
+
+@pytest.fixture
+def transformers_caplog(caplog):
+    """``caplog`` that also records transformers' messages (load reports among them): the library's
+    logger writes to its own handler and does not propagate to the root logger."""
+    library = logging.getLogger("transformers")
+    library.addHandler(caplog.handler)
+    yield caplog
+    library.removeHandler(caplog.handler)
 
 
 @pytest.fixture(scope="session")
