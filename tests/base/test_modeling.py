@@ -5,8 +5,8 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file, save_file
 
-from metricbert_trainer.base.collator import field_inputs
 from metricbert_trainer.base import modeling
+from metricbert_trainer.base.collator import field_inputs
 from metricbert_trainer.base.modeling import (
     find_mlm_head,
     freeze_mlm_head,
