@@ -78,6 +78,33 @@ def wines_annotations() -> Path:
     return WINES_ANNOTATIONS
 
 
+# The annotated seeds of the command tests' small catalog (``files``) and their similar items.
+CLI_SEEDS = {0: [4, 9, 20], 7: [8], 33: [1, 50]}
+
+
+@pytest.fixture(scope="session")
+def files(wines_csv, tmp_path_factory):
+    """A 60-wine catalog (metadata columns included, as in the real file) and proxy-style annotations,
+    for the command tests."""
+    import pandas as pd
+
+    folder = tmp_path_factory.mktemp("cli-data")
+    frame = pd.read_csv(wines_csv, dtype=str, nrows=60)
+    frame.to_csv(folder / "wines.csv", index=False)
+    rows = [
+        {
+            "seed_id": frame.id[seed],
+            "seed_title": frame.title[seed],
+            "recommended_id": frame.id[item],
+            "recommended_title": frame.title[item],
+        }
+        for seed, items in CLI_SEEDS.items()
+        for item in items
+    ]
+    pd.DataFrame(rows).to_csv(folder / "annotations.csv", index=False)
+    return folder
+
+
 # A recipe run of a few seconds with the tiny model: 4 steps of 16 items, logged every 2.
 QUICK_RUN = {"max_train_items": 64, "max_steps": 4, "logging_steps": 2, "per_device_train_batch_size": 16}
 

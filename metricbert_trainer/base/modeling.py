@@ -33,8 +33,10 @@ _MLM_HEAD_ATTRIBUTES = ("cls", "lm_head")
 # The subfolder of a saved folder that holds the whole AutoModelForMaskedLM (encoder and trained MLM
 # head); the folder itself holds the encoder alone, which AutoModel and SentenceTransformer load.
 MASKED_LM_FOLDER = "masked_lm"
-# The logger transformers writes its load report and its tied-weights warnings to.
+# The logger transformers writes its load report and its tied-weights warnings to, and what the
+# two say (the report's title, the tied-weights warning) when a checkpoint has no MLM head.
 _TRANSFORMERS_LOADING_LOGGER = "transformers.modeling_utils"
+_HEADLESS_MESSAGES = ("LOAD REPORT", "This checkpoint seem corrupted")
 # Checkpoints already said to have no MLM head, so the explanation is logged once per checkpoint.
 _HEADLESS_EXPLAINED: set[str] = set()
 
@@ -77,18 +79,26 @@ def load_masked_lm(name_or_path: str, *, trust_remote_code: bool = False, **kwar
             output_loading_info=True,
             **kwargs,
         )
-    if _only_head_missing(model, info):
-        if path not in _HEADLESS_EXPLAINED:
-            _HEADLESS_EXPLAINED.add(path)
-            logger.warning(
-                "%s has no MLM head (it was published for embeddings): a new one is initialised, its decoder tied "
-                "to the word embeddings, and the MLM loss term trains it.",
-                path,
-            )
-    else:
-        for record in held:
-            logging.getLogger(record.name).handle(record)
+    headless = _only_head_missing(model, info)
+    if headless and path not in _HEADLESS_EXPLAINED:
+        _HEADLESS_EXPLAINED.add(path)
+        logger.warning(
+            "%s has no MLM head (it was published for embeddings): a new one is initialised, its decoder tied "
+            "to the word embeddings, and the MLM loss term trains it.",
+            path,
+        )
+    _emit([record for record in held if not (headless and _says_headless(record))])
     return model
+
+
+def _says_headless(record: logging.LogRecord) -> bool:
+    message = record.getMessage()
+    return any(text in message for text in _HEADLESS_MESSAGES)
+
+
+def _emit(records: list[logging.LogRecord]) -> None:
+    for record in records:
+        logging.getLogger(record.name).handle(record)
 
 
 def _only_head_missing(model: PreTrainedModel, info: dict[str, object]) -> bool:
@@ -121,12 +131,17 @@ class _Holder(logging.Filter):
 @contextlib.contextmanager
 def _held_loading_messages() -> Iterator[list[logging.LogRecord]]:
     """Inside, what transformers logs while loading weights is held back, for the caller to
-    re-emit (``Logger.handle``) or drop once it knows whether the mismatch was expected."""
+    re-emit (``_emit``) or drop once it knows whether the mismatch was expected; a load that
+    fails gets its messages out before its error."""
     loading_logger = logging.getLogger(_TRANSFORMERS_LOADING_LOGGER)
     holder = _Holder()
     loading_logger.addFilter(holder)
     try:
         yield holder.records
+    except BaseException:
+        loading_logger.removeFilter(holder)
+        _emit(holder.records)
+        raise
     finally:
         loading_logger.removeFilter(holder)
 
