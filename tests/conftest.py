@@ -7,6 +7,7 @@ exercised) and shrinks everything else, so a training step takes milliseconds.
 from __future__ import annotations
 
 import csv
+import logging
 import os
 import sys
 from pathlib import Path
@@ -57,6 +58,16 @@ def tiny_model_path(tmp_path_factory, tokenizer) -> str:
     return str(path)
 
 
+@pytest.fixture
+def transformers_caplog(caplog):
+    """``caplog`` that also records transformers' messages (load reports among them): the library's
+    logger writes to its own handler and does not propagate to the root logger."""
+    library = logging.getLogger("transformers")
+    library.addHandler(caplog.handler)
+    yield caplog
+    library.removeHandler(caplog.handler)
+
+
 @pytest.fixture(scope="session")
 def wines_csv() -> Path:
     return WINES_CSV
@@ -65,6 +76,33 @@ def wines_csv() -> Path:
 @pytest.fixture(scope="session")
 def wines_annotations() -> Path:
     return WINES_ANNOTATIONS
+
+
+# The annotated seeds of the command tests' small catalog (``files``) and their similar items.
+CLI_SEEDS = {0: [4, 9, 20], 7: [8], 33: [1, 50]}
+
+
+@pytest.fixture(scope="session")
+def files(wines_csv, tmp_path_factory):
+    """A 60-wine catalog (metadata columns included, as in the real file) and proxy-style annotations,
+    for the command tests."""
+    import pandas as pd
+
+    folder = tmp_path_factory.mktemp("cli-data")
+    frame = pd.read_csv(wines_csv, dtype=str, nrows=60)
+    frame.to_csv(folder / "wines.csv", index=False)
+    rows = [
+        {
+            "seed_id": frame.id[seed],
+            "seed_title": frame.title[seed],
+            "recommended_id": frame.id[item],
+            "recommended_title": frame.title[item],
+        }
+        for seed, items in CLI_SEEDS.items()
+        for item in items
+    ]
+    pd.DataFrame(rows).to_csv(folder / "annotations.csv", index=False)
+    return folder
 
 
 # A recipe run of a few seconds with the tiny model: 4 steps of 16 items, logged every 2.

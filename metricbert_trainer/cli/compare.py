@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from metricbert_trainer.cli.options import (
@@ -50,31 +50,40 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         parents=[catalog_options(), annotation_options()],
         help="Baselines and models in one table, JSON file and bar chart.",
     )
+    add_scorer_arguments(compare)
     compare.add_argument(
+        "--output-dir", required=True, help="Folder for results.md, results.json and results.png."
+    )
+    compare.set_defaults(command=run)
+
+
+def add_scorer_arguments(parser: argparse.ArgumentParser) -> None:
+    """The baselines and models to rank the catalog with, as ``compare`` and ``report`` take them."""
+    parser.add_argument(
         "--baselines", nargs="*", choices=sorted(BASELINES), default=[], help="Baselines to run."
     )
-    compare.add_argument(
+    parser.add_argument(
         "--models",
         nargs="*",
         default=[],
         metavar="[NAME=]PATH",
         help="Hugging Face encoders (plain or sentence-transformers folders), mean-pooled.",
     )
-    compare.add_argument(
+    parser.add_argument(
         "--sbert",
         nargs="*",
         default=[],
         metavar="[NAME=]PATH",
         help="sentence-transformers models, used with their own pooling.",
     )
-    compare.add_argument(
+    parser.add_argument(
         "--recobert",
         nargs="*",
         default=[],
         metavar="[NAME=]PATH",
         help="RecoBERT models (recipes/train_recobert_wines.py), ranked by the four-score inference.",
     )
-    compare.add_argument(
+    parser.add_argument(
         "--recobert-weights",
         nargs=4,
         type=finite_number,
@@ -82,56 +91,50 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         metavar="LAMBDA",
         help="lambda_1..lambda_4 of Cos_D, Cos_T, C_TDM(t_candidate, d_seed), C_TDM(t_seed, d_candidate).",
     )
-    compare.add_argument(
+    parser.add_argument(
         "--rerank-top-k",
         type=integer_at_least(0),
         default=100,
         help="RecoBERT scores cross pairs for the top K candidates of Cos_D + Cos_T; 0 for every candidate "
         "(two forwards per seed and catalog item).",
     )
-    compare.add_argument(
+    parser.add_argument(
         "--recobert-max-length",
         type=integer_at_least(2),
         default=256,
         help="Tokens kept per RecoBERT title-description pair.",
     )
-    compare.add_argument(
+    parser.add_argument(
         "--precision",
         choices=PRECISIONS,
         default="auto",
         help="RecoBERT inference precision: auto (bf16 on CUDA, fp32 on CPU), bf16 (also on CPU) or fp32.",
     )
-    compare.add_argument(
+    parser.add_argument(
         "--modes",
         nargs="+",
         default=[CONCAT, METRIC_INF],
         help=f"Scoring modes of the models (default: {CONCAT} {METRIC_INF}).",
     )
-    compare.add_argument(
+    parser.add_argument(
         "--lda-topics", type=integer_at_least(1), default=50, help="Topics of the LDA baseline."
     )
-    compare.add_argument(
-        "--output-dir", required=True, help="Folder for results.md, results.json and results.png."
-    )
-    compare.set_defaults(command=run)
 
 
-def run(args: argparse.Namespace) -> int:
-    catalog = load_cli_catalog(args)
+def scorers(args: argparse.Namespace, catalog: Catalog) -> Iterator[tuple[Scorer, dict]]:
+    """Each scorer the arguments name (``add_scorer_arguments``), with what its result row records
+    besides its metrics (the model's path). Models are loaded one at a time, as they are reached."""
     for mode in args.modes:
         catalog_views(catalog, mode)  # fail on a bad mode before hours of encoding
-    annotations = load_annotations(args.annotations, catalog, on_unmatched=args.on_unmatched)
     if not (args.baselines or args.models or args.sbert or args.recobert):
         raise ValueError("Nothing to compare: give --baselines, --models, --sbert and/or --recobert.")
-    rows = []
     for name in args.baselines:
-        rows.append(timed_evaluation(BASELINES[name](args), catalog, annotations, args.ks))
+        yield BASELINES[name](args), {}
     for spec in args.models:
         name, path = name_and_path(spec)
         model, tokenizer = load_encoder(path, device=args.device)
         for mode in args.modes:
-            scorer = encoder_scorer(args, model, tokenizer, mode, name)
-            rows.append(timed_evaluation(scorer, catalog, annotations, args.ks) | {"model": path})
+            yield encoder_scorer(args, model, tokenizer, mode, name), {"model": path}
         del model
     for spec in args.sbert:
         name, path = name_and_path(spec)
@@ -145,7 +148,7 @@ def run(args: argparse.Namespace) -> int:
                 batch_size=args.batch_size,
                 show_progress=True,
             )
-            rows.append(timed_evaluation(scorer, catalog, annotations, args.ks) | {"model": path})
+            yield scorer, {"model": path}
         del model
     for spec in args.recobert:
         name, path = name_and_path(spec)
@@ -162,9 +165,17 @@ def run(args: argparse.Namespace) -> int:
             precision=args.precision,
             show_progress=True,
         )
-        rows.append(timed_evaluation(scorer, catalog, annotations, args.ks) | {"model": path})
+        yield scorer, {"model": path}
         del model
 
+
+def run(args: argparse.Namespace) -> int:
+    catalog = load_cli_catalog(args)
+    annotations = load_annotations(args.annotations, catalog, on_unmatched=args.on_unmatched)
+    rows = [
+        timed_evaluation(scorer, catalog, annotations, args.ks) | extra
+        for scorer, extra in scorers(args, catalog)
+    ]
     output_dir = Path(args.output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
     table = results_table([(row["name"], row["metrics"]) for row in rows], args.ks)
@@ -175,10 +186,14 @@ def run(args: argparse.Namespace) -> int:
         rows,
         args.ks,
         output_dir / "results.png",
-        title=f"{Path(args.catalog).name}: {annotations.num_pairs} pairs, {len(annotations.seeds)} seeds",
+        title=comparison_title(args.catalog, annotations),
     )
     logger.info("Wrote results.md, results.json and results.png to %s.", output_dir)
     return 0
+
+
+def comparison_title(catalog_path: str, annotations: Annotations) -> str:
+    return f"{Path(catalog_path).name}: {annotations.num_pairs} pairs, {len(annotations.seeds)} seeds"
 
 
 def plot_comparison(rows: Sequence[dict], ks: Sequence[int], path: Path, *, title: str) -> None:

@@ -124,6 +124,14 @@ HEAD_METRICS = ("map", "ndcg@20")
 
 def results_table(rows: Sequence[tuple[str, dict[str, float]]], ks: Sequence[int]) -> str:
     """Filtered then raw metrics, then the per-seed MAP and NDCG@20, one row per scorer, to one decimal."""
+    headers, table = results_cells(rows, ks)
+    return markdown_table(headers, table, align="l" + "r" * (len(headers) - 1))
+
+
+def results_cells(
+    rows: Sequence[tuple[str, dict[str, float]]], ks: Sequence[int]
+) -> tuple[list[str], list[list[str]]]:
+    """The headers and formatted rows of ``results_table``, for tables in other formats (the report page)."""
     names = ["mpr", "mrr", *(f"hr@{k}" for k in ks)]
     headers = [metric_label(name) for name in names] + [f"raw {metric_label(name)}" for name in names]
     headers += [metric_label(name) for name in HEAD_METRICS]
@@ -132,7 +140,7 @@ def results_table(rows: Sequence[tuple[str, dict[str, float]]], ks: Sequence[int
         values = [metrics[name] for name in names] + [metrics[f"raw_{name}"] for name in names]
         values += [metrics[name] for name in HEAD_METRICS]
         table.append([label, *(f"{value:.1f}" for value in values)])
-    return markdown_table(["Scorer", *headers], table, align="l" + "r" * len(headers))
+    return ["Scorer", *headers], table
 
 
 def load_cli_catalog(args: argparse.Namespace) -> Catalog:

@@ -17,7 +17,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from metricbert_trainer.base.distances import Distance
 from metricbert_trainer.data.annotations import Annotations
 from metricbert_trainer.data.catalog import Catalog
-from metricbert_trainer.evaluation.metrics import ranking_metrics
+from metricbert_trainer.evaluation.metrics import annotated_ranks, ranking_metrics
 from metricbert_trainer.evaluation.neighbours import METRIC_INF, Matrix, catalog_views, distance_rows
 from metricbert_trainer.evaluation.scorers import EncoderScorer, Scorer
 
@@ -46,6 +46,29 @@ def evaluate_distance_rows(
     """Metrics of distance rows ``[num_seeds, N]``, one per seed in ``annotations.seeds`` order."""
     seeds = annotations.seeds
     return ranking_metrics(rows, seeds, [annotations.similar[seed] for seed in seeds], ks)
+
+
+@dataclass(frozen=True)
+class SeedRanking:
+    """What one seed's ranking looks like: its ``top`` items (indices, nearest first, the seed left
+    out) and the raw rank of each of its annotated items (``annotations.similar[seed]`` order)."""
+
+    seed: int
+    top: np.ndarray
+    annotated_ranks: np.ndarray
+
+
+def seed_rankings(rows: np.ndarray, annotations: Annotations, *, top_k: int = 10) -> list[SeedRanking]:
+    """Each seed's top ``top_k`` items and annotated items' ranks from distance rows ``[num_seeds, N]``
+    (``annotations.seeds`` order), ranked as the metrics rank them (``metrics.annotated_ranks``)."""
+    rankings = []
+    for row, seed in zip(rows, annotations.seeds, strict=True):
+        others = np.asarray(row, dtype=np.float64).copy()
+        others[seed] = np.inf
+        top = np.argsort(others, kind="stable")[: min(top_k, len(others) - 1)]
+        raw, _ = annotated_ranks(row, seed, annotations.similar[seed])
+        rankings.append(SeedRanking(seed=seed, top=top, annotated_ranks=raw.ranks))
+    return rankings
 
 
 @dataclass

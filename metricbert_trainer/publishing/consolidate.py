@@ -5,8 +5,9 @@ A ZeRO checkpoint keeps the fp32 master weights partitioned across one file per 
 saved at that step: the 16-bit weights under bf16 (``zero3_save_16bit_model``), or nothing usable
 when that option was off. ``consolidate_zero_checkpoint`` merges the partitions into the full
 fp32 weights and writes a folder that ``AutoModel``, ``AutoModelForMaskedLM`` and
-sentence-transformers load like any other, with the checkpoint's config, tokenizer, model card
-and sentence-transformers files.
+sentence-transformers load like any other (``saved_layout``: the encoder on top, the masked-LM
+model in ``masked_lm/``), with the checkpoint's config, tokenizer, model card and
+sentence-transformers files.
 """
 
 from __future__ import annotations
@@ -16,6 +17,9 @@ import shutil
 from pathlib import Path
 
 from transformers import AutoConfig, AutoModelForMaskedLM, AutoTokenizer
+
+from metricbert_trainer.base.modeling import masked_lm_location
+from metricbert_trainer.publishing.saved_layout import split_encoder_and_masked_lm
 
 logger = logging.getLogger(__name__)
 
@@ -59,7 +63,9 @@ def consolidate_zero_checkpoint(
             "global_step folder (name one with --tag, or tag= in Python)."
         )
     state_dict = get_fp32_state_dict_from_zero_checkpoint(str(checkpoint_dir), tag=tag)
-    model = AutoModelForMaskedLM.from_config(AutoConfig.from_pretrained(checkpoint_dir))
+    model = AutoModelForMaskedLM.from_config(
+        AutoConfig.from_pretrained(masked_lm_location(str(checkpoint_dir)))
+    )
     missing, unexpected = model.load_state_dict(state_dict, strict=False)
     # Tied weights (the MLM decoder shares the word embeddings) are stored once.
     tied = set(model.all_tied_weights_keys)
@@ -71,6 +77,7 @@ def consolidate_zero_checkpoint(
         )
     model.tie_weights()
     model.save_pretrained(output_dir)
+    split_encoder_and_masked_lm(output_dir)
     try:
         AutoTokenizer.from_pretrained(checkpoint_dir).save_pretrained(output_dir)
     except (OSError, ValueError):

@@ -1,5 +1,11 @@
-import torch
+import logging
+import shutil
+from pathlib import Path
 
+import torch
+from safetensors.torch import load_file, save_file
+
+from metricbert_trainer.base import modeling
 from metricbert_trainer.base.collator import field_inputs
 from metricbert_trainer.base.modeling import (
     find_mlm_head,
@@ -99,3 +105,33 @@ def test_freezing_the_mlm_head_keeps_the_shared_word_embeddings_trainable(tiny_m
     head = find_mlm_head(model)
     trainable = {id(parameter) for parameter in model.base_model.parameters()}
     assert all(not p.requires_grad for p in head.parameters() if id(p) not in trainable)
+
+
+def test_a_checkpoint_without_mlm_head_loads_with_one_line_instead_of_the_report(
+    minilm_path, capfd, transformers_caplog
+):
+    # The real all-MiniLM-L6-v2 ships no MLM head: transformers' report (a MISSING table and
+    # "This checkpoint seem corrupted") becomes one line, said once however often it is loaded.
+    modeling._HEADLESS_EXPLAINED.discard(minilm_path)
+    with transformers_caplog.at_level(logging.WARNING):
+        load_masked_lm(minilm_path)
+        load_masked_lm(minilm_path)
+    captured = capfd.readouterr()
+    printed = captured.out + captured.err + transformers_caplog.text
+    assert "LOAD REPORT" not in printed and "corrupted" not in printed and "MISSING" not in printed
+    records = transformers_caplog.records
+    explanations = [record.getMessage() for record in records if "has no MLM head" in record.getMessage()]
+    assert len(explanations) == 1 and minilm_path in explanations[0]
+
+
+def test_an_unexpected_mismatch_still_gets_transformers_report(
+    tiny_model_path, tmp_path, transformers_caplog
+):
+    weights = load_file(Path(tiny_model_path) / "model.safetensors")
+    del weights["bert.encoder.layer.1.output.dense.weight"]
+    save_file(weights, tmp_path / "model.safetensors", metadata={"format": "pt"})
+    shutil.copyfile(Path(tiny_model_path) / "config.json", tmp_path / "config.json")
+    load_masked_lm(str(tmp_path))
+    printed = transformers_caplog.text
+    assert "LOAD REPORT" in printed and "encoder.layer.1.output.dense.weight" in printed
+    assert "has no MLM head" not in printed

@@ -13,9 +13,11 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+import torch
 from conftest import REPO_ROOT, WINES_ANNOTATIONS, WINES_CSV, flags
 from huggingface_hub import ModelCard
 from huggingface_hub.utils import filter_repo_objects
+from safetensors.torch import load_file
 from transformers import AutoModel, AutoModelForMaskedLM, AutoTokenizer
 
 from metricbert_trainer.base.modeling import load_masked_lm
@@ -96,13 +98,29 @@ def published(tmp_path_factory, tiny_model_path):
 
 
 @pytest.mark.parametrize("folder", ["final", "checkpoint"])
-def test_saved_folders_load_everywhere_with_the_encoders_embeddings(published, folder):
+def test_saved_folders_load_everywhere_with_the_encoders_embeddings(
+    published, folder, capfd, transformers_caplog
+):
     from sentence_transformers import SentenceTransformer
 
     path = published.output_dir if folder == "final" else published.output_dir / "checkpoint-4"
-    AutoModelForMaskedLM.from_pretrained(path)
-    AutoModel.from_pretrained(path)
+    capfd.readouterr()
+    masked_lm = AutoModelForMaskedLM.from_pretrained(path, subfolder="masked_lm")
+    encoder = AutoModel.from_pretrained(path)
     model = SentenceTransformer(str(path), device="cpu")
+    # The encoder on top and the masked-LM model in masked_lm/: every loader reads a file that
+    # matches its model, so none prints transformers' load report.
+    captured = capfd.readouterr()
+    printed = captured.out + captured.err + transformers_caplog.text
+    assert "LOAD REPORT" not in printed and "corrupted" not in printed
+    assert type(encoder).__name__ == "BertModel" and type(masked_lm).__name__ == "BertForMaskedLM"
+    trained_head = load_file(path / "masked_lm" / "model.safetensors")[
+        "cls.predictions.transform.dense.weight"
+    ]
+    assert torch.equal(masked_lm.cls.predictions.transform.dense.weight, trained_head)
+    assert torch.equal(load_masked_lm(str(path)).cls.predictions.transform.dense.weight, trained_head)
+    for name, parameter in masked_lm.bert.named_parameters():
+        assert torch.equal(parameter, encoder.get_parameter(name)), name
     trained_length = json.loads((path / "training_args.json").read_text(encoding="utf-8"))["max_length"]
     assert model.max_seq_length == trained_length  # the training length, so long texts are cut the same way
     ours = encode_texts(
@@ -227,6 +245,8 @@ def test_upload_goes_to_the_named_repo_with_the_card_and_without_checkpoints(pub
         "README.md",
         "model.safetensors",
         "config.json",
+        "masked_lm/model.safetensors",
+        "masked_lm/config.json",
         "modules.json",
         "1_Pooling/config.json",
         "sentence_bert_config.json",

@@ -1,0 +1,120 @@
+"""``report_to: tensorboard`` and ``wandb`` (offline): what a recipe run logs lands in their files.
+
+Each integration reads the trainer's logs through its own callback; these tests read back what
+it wrote (TensorBoard's event files, W&B's offline run file), not what the trainer meant to send.
+"""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+import pytest
+from conftest import QUICK_RUN, REPO_ROOT, WINES_ANNOTATIONS, WINES_CSV, flags
+
+from metricbert_trainer.scripts.train import main as recipe_main
+
+# Every loss term and statistic the run's objective logs (MLM, triplet, distillation and the
+# guide's diagnostic) and the ranking metrics of its evaluations.
+LOSS_TERMS = ("loss", "mlm_loss", "triplet_loss", "distill_loss", "guide_negative_closer_rate")
+RANKING_METRICS = ("eval_mpr", "eval_mrr", "eval_hr@10", "eval_hr@100", "eval_raw_mpr")
+
+
+def _run(tiny_model_path: str, output_dir: Path, report_to: str):
+    options = QUICK_RUN | {"logging_steps": 1, "eval_strategy": "steps", "eval_steps": 2}
+    return recipe_main(
+        flags(
+            model_name_or_path=tiny_model_path,
+            catalog=WINES_CSV,
+            annotations=WINES_ANNOTATIONS,
+            output_dir=output_dir,
+            report_to=report_to,
+            mlm_weight=1.0,
+            mlm_probability=0.15,
+            plot_column="",
+            **options,
+        ),
+        default_config=REPO_ROOT / "recipes" / "wines" / "minilm.yaml",
+    )
+
+
+def _logged(run) -> set[str]:
+    """What the trainer itself logged: the names each integration should have received."""
+    return {name for entry in run.trainer.state.log_history for name in entry}
+
+
+@pytest.mark.slow
+def test_tensorboard_event_files_hold_every_loss_term_and_ranking_metric(tiny_model_path, tmp_path):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    run = _run(tiny_model_path, tmp_path / "run", "tensorboard")
+    event_files = list((tmp_path / "run").rglob("events.out.tfevents.*"))
+    assert event_files
+    tags: dict[str, list[float]] = {}
+    for path in event_files:
+        events = EventAccumulator(str(path))
+        events.Reload()
+        for tag in events.Tags()["scalars"]:
+            tags.setdefault(tag, []).extend(event.value for event in events.Scalars(tag))
+    for name in LOSS_TERMS:
+        assert f"train/{name}" in tags, (name, sorted(tags))
+        assert len(tags[f"train/{name}"]) == 4  # one value per logged step
+    for name in RANKING_METRICS:
+        assert f"eval/{name.removeprefix('eval_')}" in tags, (name, sorted(tags))
+    assert tags["eval/mpr"][-1] == pytest.approx(run.metrics["eval_mpr"], abs=1e-4)
+    assert set(LOSS_TERMS) | set(RANKING_METRICS) <= _logged(run)
+
+
+@pytest.mark.slow
+def test_wandb_offline_run_holds_every_loss_term_and_ranking_metric(tiny_model_path, tmp_path, monkeypatch):
+    wandb = pytest.importorskip("wandb")
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_DIR", str(tmp_path))
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    monkeypatch.setenv("WANDB_PROJECT", "metricbert-test")
+    run = _run(tiny_model_path, tmp_path / "run", "wandb")
+    wandb.finish()
+    (run_file,) = tmp_path.rglob("run-*.wandb")
+    history = _wandb_history(run_file)
+    for name in LOSS_TERMS:
+        assert f"train/{name}" in history, (name, sorted(history))
+        assert len(history[f"train/{name}"]) == 4  # one value per logged step
+    for name in RANKING_METRICS:
+        assert f"eval/{name.removeprefix('eval_')}" in history, (name, sorted(history))
+    assert float(history["eval/mpr"][-1]) == pytest.approx(run.metrics["eval_mpr"], abs=1e-4)
+    assert set(LOSS_TERMS) | set(RANKING_METRICS) <= _logged(run)
+
+
+# W&B's run file is a LevelDB-style log (wandb-core writes it; the Python package no longer ships
+# a reader): a 7-byte file header, then 32 KiB blocks of records, each with a 7-byte header
+# (CRC, length, kind) and split across blocks as FIRST, MIDDLE..., LAST, or whole (FULL).
+_WANDB_FILE_HEADER = 7
+_WANDB_BLOCK = 32 * 1024
+_WANDB_RECORD_HEADER = 7
+_FULL, _LAST = 1, 4
+
+
+def _wandb_history(path: Path) -> dict[str, list[str]]:
+    """Every value each history key received in an offline run file, in order (JSON text)."""
+    from wandb.proto import wandb_internal_pb2
+
+    data = path.read_bytes()
+    position, pending, history = _WANDB_FILE_HEADER, b"", {}
+    while position + _WANDB_RECORD_HEADER <= len(data):
+        left_in_block = _WANDB_BLOCK - position % _WANDB_BLOCK
+        _, length, kind = struct.unpack("<IHB", data[position : position + _WANDB_RECORD_HEADER])
+        if left_in_block < _WANDB_RECORD_HEADER or (length == 0 and kind == 0):
+            position += left_in_block  # the block's zero padding
+            continue
+        start = position + _WANDB_RECORD_HEADER
+        pending += data[start : start + length]
+        position = start + length
+        if kind not in (_FULL, _LAST):
+            continue
+        record = wandb_internal_pb2.Record()
+        record.ParseFromString(pending)
+        pending = b""
+        if record.WhichOneof("record_type") == "history":
+            for item in record.history.item:
+                history.setdefault(item.key or "/".join(item.nested_key), []).append(item.value_json)
+    return history
