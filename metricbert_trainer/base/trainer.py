@@ -317,8 +317,9 @@ class CatalogTrainer(Trainer):
         if not self.args.should_save:
             return
         folder = Path(output_dir if output_dir is not None else self.args.output_dir)
-        if has_masked_lm_checkpoint(folder):
-            # The encoder on top for AutoModel and SentenceTransformer, the masked-LM model in masked_lm/.
+        if self.sentence_encoder and has_masked_lm_checkpoint(folder):
+            # The encoder on top for AutoModel and SentenceTransformer, the masked-LM model in masked_lm/
+            # (a tagger stays whole at the top, where pipeline("token-classification") reads it).
             split_encoder_and_masked_lm(folder)
         (folder / PICKLED_TRAINING_ARGUMENTS_FILE).unlink(missing_ok=True)
         (folder / TRAINING_ARGUMENTS_FILE).write_text(self.args.to_json_string(), encoding="utf-8")

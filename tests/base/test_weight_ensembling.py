@@ -2,7 +2,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from metricbert_trainer.base.modeling import load_masked_lm, whole_copy
+from metricbert_trainer.base.modeling import MASKED_LM_FOLDER, load_masked_lm, whole_copy
 from metricbert_trainer.base.weight_ensembling import blend_with_start
 from metricbert_trainer.data.catalog import load_catalog
 from metricbert_trainer.metricbert.config import MetricBertConfig
@@ -90,8 +90,9 @@ def test_training_ends_halfway_between_start_and_trained_while_checkpoints_keep_
     assert any(not torch.equal(plain[name], start[name]) for name in start)
     for name in start:
         torch.testing.assert_close(blended[name], 0.5 * plain[name] + 0.5 * start[name])
-    checkpoint = load_file(tmp_path / "blended" / "checkpoint-3" / "model.safetensors")
-    saved = load_file(tmp_path / "blended" / "model.safetensors")
+    # The masked-LM checkpoints (saved_layout), which resuming reads.
+    checkpoint = load_file(tmp_path / "blended" / "checkpoint-3" / MASKED_LM_FOLDER / "model.safetensors")
+    saved = load_file(tmp_path / "blended" / MASKED_LM_FOLDER / "model.safetensors")
     name = "bert.encoder.layer.0.attention.self.query.weight"
     torch.testing.assert_close(checkpoint[name], plain[name.removeprefix("bert.")])
     torch.testing.assert_close(saved[name], blended[name.removeprefix("bert.")])
