@@ -23,7 +23,8 @@ from torch.utils.data import DataLoader
 
 from metricbert_trainer.base.collator import field_inputs
 from metricbert_trainer.base.distributed import world_size
-from metricbert_trainer.base.modeling import find_mlm_head, mlm_head_own_parameters
+from metricbert_trainer.base.modeling import find_mlm_head, is_partitioned, mlm_head_own_parameters
+from metricbert_trainer.errors import UsageError
 
 logger = logging.getLogger(__name__)
 
@@ -83,7 +84,15 @@ def warm_up_mlm_head(
     In a distributed run every process calls this with its own shard of the data; the head's
     gradients are averaged over processes before each step, so the heads stay identical.
     ``autocast`` is a zero-argument callable returning the run's mixed-precision context.
+    It runs on whole weights, outside the training engine, so it refuses a model that DeepSpeed
+    ZeRO-3 has partitioned (warm the head up in a run without ZeRO-3, or start from a model whose
+    MLM head is trained, as BERT's and RoBERTa's are).
     """
+    if is_partitioned(model):
+        raise UsageError(
+            "mlm_head_warmup_steps does not work under DeepSpeed ZeRO-3 (its weights are partitioned): "
+            "use ZeRO-2, DDP or FSDP, or set mlm_head_warmup_steps: 0 for a model whose MLM head is trained."
+        )
     parameters = head_parameters(model)
     frozen = [parameter for parameter in parameters if not parameter.requires_grad]
     for parameter in frozen:

@@ -5,7 +5,7 @@ non-strict mode): an ``I-X`` after ``O`` or after another type opens an entity a
 ``B-X``, and an entity ends at ``O``, at a ``B-``, or where the type changes. An entity counts as
 correct when its type, first and last word all match a gold entity; precision, recall and F1 are
 micro-averaged over all titles and types. Written here rather than imported so the numbers do not
-depend on another package's version; ``tests/ner/test_metrics.py`` checks them on hand-computed cases.
+depend on another package's version; ``tests/ner/test_ner_metrics.py`` checks them on hand-computed cases.
 Every value is a percentage, as in the multi-task NER paper's table.
 """
 

@@ -24,7 +24,7 @@ import torch
 from conftest import REPO_ROOT, WINES_ANNOTATIONS, WINES_CSV, accelerate_command, flags
 from transformers import AutoModel, AutoModelForMaskedLM, AutoTokenizer
 
-from metricbert_trainer.base.modeling import load_masked_lm
+from metricbert_trainer.base.modeling import load_masked_lm, masked_lm_location
 from metricbert_trainer.data.annotations import load_annotations
 from metricbert_trainer.data.catalog import load_catalog
 from metricbert_trainer.evaluation.evaluator import RankingEvaluator
@@ -74,13 +74,20 @@ def train_wines(config: str, model_path: str, output_dir: Path, *extra: str) -> 
             # against DDP: 1.1e-5 with it, 1e-6 without); its multi-process exactness is checked
             # in test_cross_device_mining_trains_like_one_process_on_the_whole_batch instead.
             distill_weight=0.0,
+            # The recipe's MLM term is off here too: its head warm-up runs on whole weights outside
+            # the engine, which ZeRO-3 refuses (mlm_warmup.warm_up_mlm_head).
+            mlm_weight=0.0,
+            mlm_probability=0.0,
+            mlm_head_warmup_steps=0,
+            mlm_weight_ramp_steps=0,
         ),
         *extra,
     )
 
 
 def weights(path: Path) -> dict[str, torch.Tensor]:
-    return AutoModelForMaskedLM.from_pretrained(path).state_dict()
+    """The whole masked-LM model a run saved (its ``masked_lm/`` folder), trained MLM head included."""
+    return AutoModelForMaskedLM.from_pretrained(masked_lm_location(str(path))).state_dict()
 
 
 def assert_same_weights(actual: Path, expected: Path, atol: float = 1e-6) -> None:
