@@ -29,6 +29,9 @@ LAYERS = (
     "cli",
 )
 # What each layer may import besides itself.
+EVERY_LAYER_BELOW_THE_COMMANDS = frozenset(
+    {"errors", "data", "base", "base.trainer", "evaluation", "publishing", "metricbert", "recobert", "ner"}
+)
 ALLOWED = {
     "errors": set(),
     "data": {"errors"},
@@ -40,28 +43,9 @@ ALLOWED = {
     "recobert": {"errors", "data", "base", "base.trainer", "evaluation", "publishing"},
     # Multi-task NER takes its metric term from MetricBERT's loss family.
     "ner": {"errors", "data", "base", "base.trainer", "evaluation", "publishing", "metricbert"},
-    "scripts": {
-        "errors",
-        "data",
-        "base",
-        "base.trainer",
-        "evaluation",
-        "publishing",
-        "metricbert",
-        "recobert",
-        "ner",
-    },
-    "cli": {
-        "errors",
-        "data",
-        "base",
-        "base.trainer",
-        "evaluation",
-        "publishing",
-        "metricbert",
-        "recobert",
-        "ner",
-    },
+    # The two top layers may import every layer below them, and never each other.
+    "scripts": EVERY_LAYER_BELOW_THE_COMMANDS,
+    "cli": EVERY_LAYER_BELOW_THE_COMMANDS,
 }
 
 
