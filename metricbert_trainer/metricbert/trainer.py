@@ -16,7 +16,11 @@ from metricbert_trainer.metricbert.config import MetricBertConfig
 from metricbert_trainer.metricbert.forward import enable_metric_forward
 from metricbert_trainer.metricbert.guide import StartingModelGuide
 from metricbert_trainer.metricbert.losses import InBatchLoss, build_loss, embedding_spread
-from metricbert_trainer.metricbert.losses.distillation import relational_distillation
+from metricbert_trainer.metricbert.losses.distillation import (
+    DistillWeighting,
+    guide_positive_confidence,
+    relational_distillation,
+)
 from metricbert_trainer.metricbert.mlm_warmup import MlmHeadWarmup, warm_up_mlm_head
 from metricbert_trainer.publishing.model_card import CardMethod
 
@@ -151,12 +155,19 @@ class MetricBertTrainer(CatalogTrainer):
             **metric.statistics,
         }
         if args.distill_weight > 0:
+            anchor_weights = None
+            if args.distill_weighting == DistillWeighting.GUIDE_CONFIDENCE:
+                anchor_weights = guide_positive_confidence(
+                    guide_vectors, temperature=args.distill_temperature
+                )
+                statistics["distill_anchor_weight"] = float(anchor_weights.mean())
             distill_loss = relational_distillation(
                 torch.cat([titles, descriptions]),
                 guide_vectors,
                 temperature=args.distill_temperature,
                 include_positive=args.distill_include_positive,
                 within_field=args.distill_within_field,
+                anchor_weights=anchor_weights,
                 shard=shard,
             )
             loss = loss + args.distill_weight * distill_loss

@@ -33,7 +33,13 @@ from metricbert_trainer.scripts.train import TrainingRun, build_ranking_evaluato
 METRICS = ("mpr", "mrr", "hr@10", "hr@100", "map", "ndcg@20")
 ZERO_SHOT = "zero_shot"
 BLEND_OPTION = "trained_weight_share"
-LOGGED_STATISTICS = ("negative_closer_rate", "mean_d_ap", "mean_d_an", "embedding_spread")
+LOGGED_STATISTICS = (
+    "negative_closer_rate",
+    "mean_d_ap",
+    "mean_d_an",
+    "embedding_spread",
+    "distill_anchor_weight",
+)
 
 
 @dataclass

@@ -3,7 +3,10 @@
 import pytest
 import torch
 
-from metricbert_trainer.metricbert.losses.distillation import relational_distillation
+from metricbert_trainer.metricbert.losses.distillation import (
+    guide_positive_confidence,
+    relational_distillation,
+)
 
 
 def test_no_loss_and_no_gradient_while_the_model_agrees_with_the_guide():
@@ -81,3 +84,47 @@ def test_a_one_item_batch_gives_a_zero_joined_to_the_graph():
 def test_temperature_must_be_positive():
     with pytest.raises(ValueError, match="temperature"):
         relational_distillation(torch.randn(4, 2), torch.randn(4, 2), temperature=0.0)
+
+
+def test_guide_confidence_is_near_one_where_the_guide_matches_each_item_across_fields():
+    torch.manual_seed(4)
+    items = torch.nn.functional.normalize(torch.randn(5, 32), dim=-1)
+    # Each description lies next to its own title: the guide matches every item.
+    matched = torch.cat([items, items + 0.01 * torch.randn(5, 32)])
+    assert guide_positive_confidence(matched, temperature=0.05).min() > 0.99
+    # The descriptions are shuffled: each title's own description is far, another item's is near.
+    shuffled = torch.cat([items, items[[1, 2, 3, 4, 0]] + 0.01 * torch.randn(5, 32)])
+    assert guide_positive_confidence(shuffled, temperature=0.05).max() < 0.01
+
+
+def test_guide_confidence_is_the_softmax_probability_of_the_positive_written_out_by_hand():
+    torch.manual_seed(5)
+    guide = torch.randn(6, 4)
+    expected = []
+    for anchor in range(6):
+        others = [j for j in range(6) if j != anchor]
+        similarities = torch.nn.functional.cosine_similarity(guide[anchor][None], guide[others]) / 0.5
+        expected.append(float(similarities.softmax(0)[others.index((anchor + 3) % 6)]))
+    assert guide_positive_confidence(guide, temperature=0.5).tolist() == pytest.approx(expected, rel=1e-5)
+
+
+def test_anchor_weights_scale_each_anchor_term_within_the_mean_over_all_anchors():
+    torch.manual_seed(6)
+    student, guide = torch.randn(8, 4), torch.randn(8, 4)
+    per_anchor = [
+        float(
+            relational_distillation(student, guide, temperature=0.5, anchor_weights=torch.eye(8)[anchor]) * 8
+        )
+        for anchor in range(8)
+    ]
+    assert sum(per_anchor) / 8 == pytest.approx(
+        float(relational_distillation(student, guide, temperature=0.5))
+    )
+    weights = torch.rand(8)
+    weighted = relational_distillation(student, guide, temperature=0.5, anchor_weights=weights)
+    expected = sum(w * t for w, t in zip(weights.tolist(), per_anchor, strict=True)) / 8
+    assert float(weighted) == pytest.approx(expected, rel=1e-5)
+    # No weight, no guard: a model free to drift.
+    assert (
+        float(relational_distillation(student, guide, temperature=0.5, anchor_weights=torch.zeros(8))) == 0.0
+    )

@@ -271,6 +271,25 @@ def test_a_loss_given_to_the_trainer_replaces_the_configured_one(
     assert recorded["negative_margin"] == 0.25 and recorded["triplet_weight"] == args.triplet_weight
 
 
+def test_guide_confidence_weighting_logs_the_anchor_weight_and_weakens_the_guard(
+    tmp_path, tiny_model_path, tokenizer, wine_items
+):
+    """The same first step, guarded uniformly and by the guide's confidence: the weights are
+    probabilities, so the weighted guard's loss can only be smaller."""
+    first_steps = {}
+    for weighting in ("uniform", "guide_confidence"):
+        args = _config(tmp_path / weighting, max_steps=1, distill_weight=1.0, distill_weighting=weighting)
+        trainer = MetricBertTrainer(
+            load_masked_lm(tiny_model_path), args, train_dataset=wine_items, processing_class=tokenizer
+        )
+        trainer.train()
+        first_steps[weighting] = trainer.state.log_history[0]
+    uniform, weighted = first_steps["uniform"], first_steps["guide_confidence"]
+    assert "distill_anchor_weight" not in uniform
+    assert 0.0 < weighted["distill_anchor_weight"] < 1.0
+    assert 0.0 < weighted["distill_loss"] < uniform["distill_loss"]
+
+
 def test_the_guide_a_loss_holds_is_the_one_the_trainer_runs(tmp_path, tiny_model_path, tokenizer, wine_items):
     """A loss given with its own guide filters with it, and the trainer serves the distillation
     guard and the diagnostics from that same frozen copy instead of building a second one; a

@@ -151,7 +151,7 @@ def test_card_metadata_parses_back_and_is_complete(published):
     ):
         assert heading in body, heading
     assert f'SentenceTransformer("{HUB_ID}")' in body and f'AutoModel.from_pretrained("{HUB_ID}")' in body
-    assert '"margin": 0.1' in body and "| `learning_rate` | 2e-05 |" in body
+    assert '"margin": 0.1' in body and "| `learning_rate` | 5e-05 |" in body
     assert "| 4 | 1.00 |" in body  # the last logged step in the loss table
     assert "malkiel2022metricbert" in body
     # The usage snippets encode the first training item, not a hard-coded text.

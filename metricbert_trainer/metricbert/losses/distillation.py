@@ -24,15 +24,53 @@ other titles, a description against the other descriptions): Metric_Inf reads on
 distances, while the cross-field ones are what the metric term rewrites (a title against other
 items' descriptions is exactly where its mined negatives come from), so a guard on them opposes
 every push of the metric term as well as every drift.
+
+``anchor_weights`` scales each anchor's term. ``DistillWeighting.GUIDE_CONFIDENCE`` weighs an
+anchor by how surely the starting model already matches it to its own positive
+(``guide_positive_confidence``): where the pretrained encoder finds an item's description from its
+title, the metric term has little to teach about that item and mostly pushes it away from its
+nearest neighbours, which are often the similar items, so its neighbourhood is held; where the
+starting model cannot match the fields, the neighbourhood is what training has to change, so it
+is left free. The guard's overall strength then follows the catalog without a threshold: on
+Debian packages the starting model matches 98% of in-batch anchors (mean weight 0.95), on wine
+reviews 4% (mean weight 0.03), docs/quality.md.
 """
 
 from __future__ import annotations
+
+from enum import Enum
 
 import torch
 import torch.nn.functional as F
 
 from metricbert_trainer.base.distances import cosine_matrix
 from metricbert_trainer.base.distributed import ProcessShard, share_of_global_mean
+
+
+class DistillWeighting(str, Enum):
+    """How the anchors of the distillation term are weighted: all alike, or by the guide's confidence
+    that the anchor's nearest element is its own positive (``guide_positive_confidence``)."""
+
+    UNIFORM = "uniform"
+    GUIDE_CONFIDENCE = "guide_confidence"
+
+
+def guide_positive_confidence(guide_elements: torch.Tensor, *, temperature: float) -> torch.Tensor:
+    """Per element of a field-major batch, the guide's softmax probability of its own positive.
+
+    The softmax runs over the element's cosine similarities to every other element of the batch
+    (both fields, itself left out) at ``temperature``: near 1 when the starting model places the
+    item's other field clearly nearest, near 0 when other items' titles or descriptions are nearer.
+    """
+    if temperature <= 0:
+        raise ValueError(f"temperature must be > 0; got {temperature}.")
+    count = len(guide_elements)
+    rows = torch.arange(count, device=guide_elements.device)
+    with torch.no_grad():
+        similarities = cosine_matrix(guide_elements, guide_elements)
+        similarities = similarities.masked_fill(F.one_hot(rows, count).bool(), float("-inf"))
+        probabilities = F.softmax(similarities / temperature, dim=-1)
+    return probabilities[rows, (rows + count // 2) % count]
 
 
 def relational_distillation(
@@ -42,12 +80,14 @@ def relational_distillation(
     temperature: float,
     include_positive: bool = False,
     within_field: bool = False,
+    anchor_weights: torch.Tensor | None = None,
     shard: ProcessShard | None = None,
 ) -> torch.Tensor:
     """``L_distill`` over a batch laid out field-major ([titles; descriptions], ``[2B, H]`` each).
 
     ``guide_elements`` are the same elements embedded by the frozen starting model (no gradient).
-    Every element anchors; with ``shard`` (a batch gathered from every process) only this
+    Every element anchors, its KL term scaled by ``anchor_weights`` (one per element) when given;
+    the result stays a mean over all anchors, so weights below 1 weaken the guard. With ``shard`` (a batch gathered from every process) only this
     process's elements do, against every gathered element, and the result is this process's share
     of the global mean (``distributed.share_of_global_mean``).
     """
@@ -73,4 +113,6 @@ def relational_distillation(
     log_student = F.log_softmax(student, dim=-1).masked_fill(left_out, 0.0)
     log_teacher = torch.log(teacher.clamp_min(1e-30)).masked_fill(left_out, 0.0)
     per_anchor = (teacher * (log_teacher - log_student)).sum(dim=-1)
+    if anchor_weights is not None:
+        per_anchor = per_anchor * anchor_weights[rows]
     return share_of_global_mean(per_anchor.sum(), len(rows), shard)
