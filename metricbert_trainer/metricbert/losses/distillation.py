@@ -87,9 +87,10 @@ def relational_distillation(
 
     ``guide_elements`` are the same elements embedded by the frozen starting model (no gradient).
     Every element anchors, its KL term scaled by ``anchor_weights`` (one per element) when given;
-    the result stays a mean over all anchors, so weights below 1 weaken the guard. With ``shard`` (a batch gathered from every process) only this
-    process's elements do, against every gathered element, and the result is this process's share
-    of the global mean (``distributed.share_of_global_mean``).
+    the result stays a mean over all anchors, so weights below 1 weaken the guard. With ``shard``
+    (a batch gathered from every process) only this process's elements anchor, against every
+    gathered element, and the result is this process's share of the global mean
+    (``distributed.share_of_global_mean``).
     """
     if temperature <= 0:
         raise ValueError(f"temperature must be > 0; got {temperature}.")
