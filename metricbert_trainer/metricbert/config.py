@@ -38,6 +38,7 @@ from metricbert_trainer.metricbert.losses.mining import Anchors, Mining, Negativ
             "false_negative_filter",
             "false_negative_margin",
             "guide_diagnostics",
+            "guide_embedding_cache",
             "collapse_warning_spread",
         ),
         "The guard against forgetting": (
@@ -147,6 +148,17 @@ class MetricBertConfig(CatalogTrainerConfig):
         metadata={
             "help": "Keep a frozen copy of the starting encoder and log guide_negative_closer_rate (share of mined "
             "negatives it ranks above the positive) at each logging step."
+        },
+    )
+    guide_embedding_cache: bool = field(
+        default=True,
+        metadata={
+            "help": "Encode every text of the training catalog once with the frozen guide before training, in "
+            "length-sorted batches, and look its vectors up each step instead of running the guide's forward: the "
+            "same vectors (the guide never changes) for one inference pass over the catalog and 2 x items x hidden "
+            "floats of host memory. It saves the guide's forward from the second epoch on; in the first, sorted "
+            "batches make the pass a little cheaper than the forwards it replaces (benchmarks/RESULTS.md). Turn it "
+            "off for runs much shorter than an epoch."
         },
     )
     distill_weight: float = field(

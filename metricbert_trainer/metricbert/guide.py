@@ -9,17 +9,31 @@ to the anchor than the anchor's own positive is suspect. The guide serves two pu
   ranks above the positive, logged at every logging step;
 - a filter (``false_negative_filter``): such candidates are not mined at all, which is
   GISTEmbed's guided in-batch selection (Solatorio, 2024) with the starting model as the guide.
+
+Because the guide never changes, the vector of a text is the same every time it is drawn:
+``cache_embeddings`` encodes the catalog once, in length-sorted batches that pad little, and
+``embed`` then looks each text up by its token ids instead of running the guide's forward
+(``guide_embedding_cache``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
+
 import torch
-from transformers import PreTrainedModel
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from metricbert_trainer.base.collator import field_inputs, unmasked
 from metricbert_trainer.base.distances import Distance, paired_distance, pairwise_distance
 from metricbert_trainer.base.modeling import whole_copy
 from metricbert_trainer.base.pooling import mean_pool
+from metricbert_trainer.evaluation.encoding import encode_texts
+
+
+def token_key(token_ids: Sequence[int]) -> tuple[int, ...]:
+    """What a cached guide vector is filed under: the text's token ids without padding."""
+    return tuple(token_ids)
 
 
 class StartingModelGuide:
@@ -33,18 +47,78 @@ class StartingModelGuide:
 
     def __init__(self, model: PreTrainedModel) -> None:
         self.encoder = whole_copy(model.base_model).eval().requires_grad_(False)
+        self._cached_rows: dict[tuple[int, ...], int] = {}
+        self._cached_vectors: torch.Tensor | None = None
+
+    def cache_embeddings(
+        self,
+        tokenizer: PreTrainedTokenizerBase,
+        texts: Sequence[str],
+        *,
+        max_length: int,
+        device: torch.device,
+        autocast: Callable[[], AbstractContextManager],
+        batch_size: int = 128,
+    ) -> None:
+        """Encodes ``texts`` (every field of the training catalog) once, for ``embed`` to look up.
+
+        The texts are tokenized as the collator does (``max_length``, truncated) and encoded under
+        the run's ``autocast``, so a looked-up vector is the one the guide's forward would give
+        up to rounding. In a distributed run every process calls this with the same texts and
+        encodes a share of them. The vectors stay on the CPU: a catalog of a million items costs
+        ``2e6 x hidden`` floats of host memory, not accelerator memory.
+        """
+        unique = list(dict.fromkeys(texts))
+        self._move_to(device)
+        with autocast():
+            vectors = encode_texts(
+                self.encoder,
+                tokenizer,
+                unique,
+                batch_size=batch_size,
+                max_length=max_length,
+                across_processes=True,
+            )
+        token_ids = tokenizer(unique, truncation=True, max_length=max_length)["input_ids"]
+        self._cached_rows = {token_key(ids): row for row, ids in enumerate(token_ids)}
+        self._cached_vectors = torch.from_numpy(vectors)
+
+    @property
+    def cached_texts(self) -> int:
+        """How many distinct texts ``cache_embeddings`` stored (0 without a cache)."""
+        return len(self._cached_rows)
 
     @torch.no_grad()
     def embed(self, batch: dict[str, torch.Tensor], fields: tuple[str, ...]) -> torch.Tensor:
         """Element vectors, field-major ([titles; descriptions]), from the unmasked inputs."""
-        device = batch[f"{fields[0]}_input_ids"].device
+        self._move_to(batch[f"{fields[0]}_input_ids"].device)
+        return torch.cat([self._field_vectors(unmasked(field_inputs(batch, name))) for name in fields])
+
+    def _field_vectors(self, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
+        """One field's vectors: looked up where the cache holds the text, encoded where not."""
+        if self._cached_vectors is None:
+            return self._encode(inputs)
+        keys = [
+            token_key(ids[mask.bool()].tolist())
+            for ids, mask in zip(inputs["input_ids"].cpu(), inputs["attention_mask"].cpu(), strict=True)
+        ]
+        rows = [self._cached_rows.get(key) for key in keys]
+        missing = [position for position, row in enumerate(rows) if row is None]
+        if not missing:
+            return self._cached_vectors[rows].to(inputs["input_ids"].device)
+        vectors = torch.empty(len(rows), self._cached_vectors.shape[1], device=inputs["input_ids"].device)
+        found = [position for position, row in enumerate(rows) if row is not None]
+        if found:
+            vectors[found] = self._cached_vectors[[rows[p] for p in found]].to(vectors.device)
+        vectors[missing] = self._encode({name: tensor[missing] for name, tensor in inputs.items()}).float()
+        return vectors
+
+    def _encode(self, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
+        return mean_pool(self.encoder(**inputs).last_hidden_state, inputs["attention_mask"])
+
+    def _move_to(self, device: torch.device) -> None:
         if next(self.encoder.parameters()).device != device:
             self.encoder.to(device)
-        vectors = []
-        for name in fields:
-            inputs = unmasked(field_inputs(batch, name))
-            vectors.append(mean_pool(self.encoder(**inputs).last_hidden_state, inputs["attention_mask"]))
-        return torch.cat(vectors)
 
     @staticmethod
     def closer_than_positive(

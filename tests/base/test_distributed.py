@@ -117,6 +117,8 @@ def test_cross_device_mining_trains_like_one_process_on_the_whole_batch(tmp_path
     results = json.loads(output.read_text())
     assert results.pop("world_size") == 2
     control = results.pop("local_mining")
+    # 8 items' titles and descriptions, encoded half by each process and gathered by both.
+    assert results["triplet_distill_guide_cache"]["guide_cached_texts"] == 16
     for name, case in results.items():
         assert case["mean_loss"] == pytest.approx(case["reference_loss"], rel=1e-5), name
         assert case["max_gradient_difference"] <= 1e-4 * case["gradient_scale"], name

@@ -1,3 +1,4 @@
+import contextlib
 import math
 
 import pytest
@@ -75,3 +76,36 @@ def test_a_loss_holding_the_guide_never_mines_what_the_guide_ranks_above_the_pos
         loss(titles, descriptions)
     with pytest.raises(ValueError, match="needs a guide"):
         TripletLoss(false_negative_margin=0.05)
+
+
+def test_cached_vectors_equal_the_guides_forward_and_unseen_texts_are_encoded(tiny_model_path, tokenizer):
+    """The cache files a text under its token ids after truncation, so a masked batch, a text cut
+    at max_length and a batch mixing cached and unseen texts all get the forward's vectors."""
+    model = load_masked_lm(tiny_model_path)
+    items = [
+        {"title": "Pinot Gris", "description": "Tart and snappy, with lime and a saline finish. " * 3},
+        {"title": "Etna Bianco", "description": "Broom."},
+        {"title": "Rioja Reserva", "description": "Vanilla and dried cherry over firm tannins."},
+    ]
+    torch.manual_seed(0)
+    batch = MetricBertCollator(tokenizer, max_length=12, mlm_probability=0.5)(items)
+    fields = ("title", "description")
+    plain = StartingModelGuide(model).embed(batch, fields)
+
+    cached = StartingModelGuide(model)
+    texts = [item[name] for item in items[:2] for name in fields]  # the third item is not cached
+    cached.cache_embeddings(
+        tokenizer,
+        texts + texts[:1],
+        max_length=12,
+        device=torch.device("cpu"),
+        autocast=contextlib.nullcontext,
+    )
+    assert cached.cached_texts == 4
+    torch.testing.assert_close(cached.embed(batch, fields), plain, atol=1e-5, rtol=1e-5)
+
+    # The cache answers without the encoder: a broken encoder changes nothing for cached texts.
+    with torch.no_grad():
+        cached.encoder.embeddings.word_embeddings.weight.zero_()
+    looked_up = cached.embed(MetricBertCollator(tokenizer, max_length=12)(items[:2]), fields)
+    torch.testing.assert_close(looked_up, plain[[0, 1, 3, 4]], atol=1e-5, rtol=1e-5)

@@ -290,6 +290,27 @@ def test_guide_confidence_weighting_logs_the_anchor_weight_and_weakens_the_guard
     assert 0.0 < weighted["distill_loss"] < uniform["distill_loss"]
 
 
+def test_the_guide_cache_trains_like_the_guides_forward(tmp_path, tiny_model_path, tokenizer, wine_items):
+    """With ``guide_embedding_cache`` the guide encodes the catalog once and each step looks its
+    vectors up: the filter, the guard and the diagnostics see the same vectors, so the run logs
+    the same losses and mining statistics as one that runs the guide's forward every step."""
+    histories = {}
+    for cache in (False, True):
+        args = _config(
+            tmp_path / str(cache), max_steps=3, distill_weight=1.0, max_length=24, guide_embedding_cache=cache
+        )
+        trainer = MetricBertTrainer(
+            load_masked_lm(tiny_model_path), args, train_dataset=wine_items, processing_class=tokenizer
+        )
+        trainer.train()
+        assert trainer.guide.cached_texts == (2 * len(wine_items) if cache else 0)
+        histories[cache] = trainer.state.log_history
+    names = ("triplet_loss", "distill_loss", "filtered_candidate_rate", "guide_negative_closer_rate")
+    for plain, cached in zip(histories[False][:-1], histories[True][:-1], strict=True):
+        for name in names:
+            assert cached[name] == pytest.approx(plain[name], rel=1e-3, abs=1e-4), name
+
+
 def test_the_guide_a_loss_holds_is_the_one_the_trainer_runs(tmp_path, tiny_model_path, tokenizer, wine_items):
     """A loss given with its own guide filters with it, and the trainer serves the distillation
     guard and the diagnostics from that same frozen copy instead of building a second one; a

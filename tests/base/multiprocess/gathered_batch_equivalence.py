@@ -31,6 +31,12 @@ CASES = [
     ("triplet_mlm_filter", [4, 4], MLM_AND_FILTER),
     ("triplet_uneven", [5, 3], MLM_AND_FILTER),
     ("triplet_distill_uneven", [5, 3], dict(distill_weight=1.0, false_negative_filter=True)),
+    # The guide's vectors looked up from a cache the processes encoded together.
+    (
+        "triplet_distill_guide_cache",
+        [5, 3],
+        dict(distill_weight=1.0, false_negative_filter=True, guide_embedding_cache=True),
+    ),
     ("mnrl", [4, 4], dict(objective="mnrl", false_negative_filter=False)),
     ("contrastive_semi_hard", [4, 4], dict(objective="contrastive", mining="semi_hard")),
     (
@@ -66,9 +72,18 @@ def run_case(model_path: str, catalog, rows_per_process: list[int], settings: di
     accelerator = sharded.accelerator
     rank, total = accelerator.process_index, sum(rows_per_process)
     torch.manual_seed(0)
-    batch = MetricBertCollator(reference.processing_class, mlm_probability=reference.args.mlm_probability)(
-        list(catalog.dataset.select(range(total)))
-    )
+    items = catalog.dataset.select(range(total))
+    collator = MetricBertCollator(reference.processing_class, mlm_probability=reference.args.mlm_probability)
+    batch = collator(list(items))
+    if settings.get("guide_embedding_cache"):
+        # As the trainer does before its first step: every process, the same texts, a share each.
+        sharded.guide.cache_embeddings(
+            sharded.processing_class,
+            list(items["title"]) + list(items["description"]),
+            max_length=collator.max_length,
+            device=accelerator.device,
+            autocast=accelerator.autocast,
+        )
 
     # Unwrapped, so no gradient averaging either.
     reference_model = reference.model.train()
@@ -90,6 +105,7 @@ def run_case(model_path: str, catalog, rows_per_process: list[int], settings: di
         "max_gradient_difference": float((expected - actual).abs().max()),
         "gradient_scale": float(expected.abs().max()),
         "gradient_count": expected.numel(),
+        "guide_cached_texts": sharded.guide.cached_texts if sharded.guide is not None else 0,
     }
 
 
