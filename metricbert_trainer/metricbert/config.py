@@ -157,8 +157,8 @@ class MetricBertConfig(CatalogTrainerConfig):
             "length-sorted batches, and look its vectors up each step instead of running the guide's forward: the "
             "same vectors (the guide never changes) for one inference pass over the catalog and 2 x items x hidden "
             "floats of host memory. It saves the guide's forward from the second epoch on; in the first, sorted "
-            "batches make the pass a little cheaper than the forwards it replaces (benchmarks/RESULTS.md). Turn it "
-            "off for runs much shorter than an epoch."
+            "batches make the pass a little cheaper than the forwards it replaces (benchmarks/RESULTS.md). Skipped "
+            "when max_steps draws fewer items than the catalog holds."
         },
     )
     distill_weight: float = field(

@@ -190,7 +190,7 @@ class MetricBertTrainer(CatalogTrainer):
         """``CatalogTrainer.train``, after the MLM-head warm-up (``mlm_head_warmup_steps``) when the
         run starts afresh; a resumed run's checkpoint already holds the warmed-up head."""
         resuming = checkpoint_to_resume(resume_from_checkpoint, self.args.output_dir) is not None
-        if self.args.guide_embedding_cache and self._guide_runs_every_step():
+        if self.args.guide_embedding_cache and self._guide_runs_every_step() and self._draws_whole_catalog():
             self._cache_guide_embeddings()
         if self.args.mlm_head_warmup_steps and not resuming:
             self.mlm_head_warmup = warm_up_mlm_head(
@@ -207,6 +207,21 @@ class MetricBertTrainer(CatalogTrainer):
     def _guide_runs_every_step(self) -> bool:
         """Whether every step needs the guide's vectors (the filter or the guard), not only logging steps."""
         return self.guide is not None and (self.metric_loss.guide is not None or self.args.distill_weight > 0)
+
+    def _draws_whole_catalog(self) -> bool:
+        """Whether the run draws at least as many items as the catalog holds: the cache's pass over
+        the catalog costs about what an epoch of the guide's forwards does, so a shorter run
+        (``max_steps``) would pay more for it than it saves."""
+        if self.args.max_steps <= 0:
+            return True
+        args = self.args
+        drawn = (
+            args.max_steps
+            * args.per_device_train_batch_size
+            * args.gradient_accumulation_steps
+            * world_size()
+        )
+        return drawn >= len(self.train_dataset)
 
     def _cache_guide_embeddings(self) -> None:
         texts = [text for name in self.fields for text in self.train_dataset[name]]

@@ -293,11 +293,12 @@ def test_guide_confidence_weighting_logs_the_anchor_weight_and_weakens_the_guard
 def test_the_guide_cache_trains_like_the_guides_forward(tmp_path, tiny_model_path, tokenizer, wine_items):
     """With ``guide_embedding_cache`` the guide encodes the catalog once and each step looks its
     vectors up: the filter, the guard and the diagnostics see the same vectors, so the run logs
-    the same losses and mining statistics as one that runs the guide's forward every step."""
+    the same losses and mining statistics as one that runs the guide's forward every step. A run
+    that draws fewer items than the catalog holds builds none."""
     histories = {}
     for cache in (False, True):
-        args = _config(
-            tmp_path / str(cache), max_steps=3, distill_weight=1.0, max_length=24, guide_embedding_cache=cache
+        args = _config(  # 4 steps of 16: the 64 items once, so the cache pays and is built
+            tmp_path / str(cache), max_steps=4, distill_weight=1.0, max_length=24, guide_embedding_cache=cache
         )
         trainer = MetricBertTrainer(
             load_masked_lm(tiny_model_path), args, train_dataset=wine_items, processing_class=tokenizer
@@ -309,6 +310,16 @@ def test_the_guide_cache_trains_like_the_guides_forward(tmp_path, tiny_model_pat
     for plain, cached in zip(histories[False][:-1], histories[True][:-1], strict=True):
         for name in names:
             assert cached[name] == pytest.approx(plain[name], rel=1e-3, abs=1e-4), name
+
+    # Three steps draw 48 of the 64 items: the pass over all 64 would cost more than it saves.
+    short = MetricBertTrainer(
+        load_masked_lm(tiny_model_path),
+        _config(tmp_path / "short", max_steps=3, distill_weight=1.0, max_length=24),
+        train_dataset=wine_items,
+        processing_class=tokenizer,
+    )
+    short.train()
+    assert short.guide.cached_texts == 0
 
 
 def test_the_guide_a_loss_holds_is_the_one_the_trainer_runs(tmp_path, tiny_model_path, tokenizer, wine_items):
