@@ -212,9 +212,9 @@ class MetricBertTrainer(CatalogTrainer):
         """Whether the run draws at least as many items as the catalog holds: the cache's pass over
         the catalog costs about what an epoch of the guide's forwards does, so a shorter run
         (``max_steps``) would pay more for it than it saves."""
-        if self.args.max_steps <= 0:
-            return True
         args = self.args
+        if args.max_steps <= 0:
+            return True
         drawn = (
             args.max_steps
             * args.per_device_train_batch_size
@@ -224,11 +224,11 @@ class MetricBertTrainer(CatalogTrainer):
         return drawn >= len(self.train_dataset)
 
     def _cache_guide_embeddings(self) -> None:
-        texts = [text for name in self.fields for text in self.train_dataset[name]]
+        texts = [str(text) for name in self.fields for text in self.train_dataset[name]]
         started = time.perf_counter()
         self.guide.cache_embeddings(
             self.processing_class,
-            [str(text) for text in texts],
+            texts,
             max_length=self.args.max_length,
             device=self.args.device,
             autocast=self.accelerator.autocast,

@@ -55,6 +55,12 @@ class DistillWeighting(str, Enum):
     GUIDE_CONFIDENCE = "guide_confidence"
 
 
+def own_positive(rows: torch.Tensor, count: int) -> torch.Tensor:
+    """The index of each row's own positive in a field-major batch of ``count`` elements: the same
+    item's other field, half the batch away."""
+    return (rows + count // 2) % count
+
+
 def guide_positive_confidence(guide_elements: torch.Tensor, *, temperature: float) -> torch.Tensor:
     """Per element of a field-major batch, the guide's softmax probability of its own positive.
 
@@ -70,7 +76,7 @@ def guide_positive_confidence(guide_elements: torch.Tensor, *, temperature: floa
         similarities = cosine_matrix(guide_elements, guide_elements)
         similarities = similarities.masked_fill(F.one_hot(rows, count).bool(), float("-inf"))
         probabilities = F.softmax(similarities / temperature, dim=-1)
-    return probabilities[rows, (rows + count // 2) % count]
+    return probabilities[rows, own_positive(rows, count)]
 
 
 def relational_distillation(
@@ -103,7 +109,7 @@ def relational_distillation(
         field_of = torch.arange(len(elements), device=elements.device) // items
         left_out |= field_of[rows][:, None] != field_of[None, :]
     elif not include_positive:
-        left_out |= F.one_hot((rows + items) % len(elements), len(elements)).bool()
+        left_out |= F.one_hot(own_positive(rows, len(elements)), len(elements)).bool()
     if len(rows) == 0 or int((~left_out[0]).sum()) < 2:
         # Fewer than two elements to distribute over: nothing to distill.
         return share_of_global_mean(elements.sum() * 0.0, 0, shard)
