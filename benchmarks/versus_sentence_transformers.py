@@ -49,31 +49,47 @@ NO_MLM = [
 ]  # fmt: skip
 FP32 = ["--cpu_bf16", "false"]  # as on a CPU without native bf16 (AVX2 only)
 NO_CACHE = ["--guide_embedding_cache", "false"]  # the guide runs its forward every step
-# This package's configurations: (label, recipe config, command-line overrides).
+
+
+def length_groups(count: int) -> list[str]:
+    """Each field encoded in ``count`` groups of similar length (``base.length_groups``)."""
+    return ["--length_groups", str(count)]
+
+
+# This package's configurations: (label, recipe config, command-line overrides). The MiniLM recipe
+# encodes each field in 4 length groups; ONE_BATCH is one padded batch per field, as MNRL runs.
+ONE_BATCH = length_groups(1)
 OURS = [
     ("ours: default recipe (MLM, guard, filter; bf16 autocast)", "recipes/wines/minilm.yaml", []),
     ("ours: default recipe, fp32", "recipes/wines/minilm.yaml", FP32),
+    ("ours: default recipe, fp32, one padded batch per field", "recipes/wines/minilm.yaml", FP32 + ONE_BATCH),
     ("ours: default recipe, fp32, no guide cache", "recipes/wines/minilm.yaml", FP32 + NO_CACHE),
     ("ours: default recipe without MLM, fp32", "recipes/wines/minilm.yaml", FP32 + NO_MLM),
+    *[
+        (
+            f"ours: default recipe without MLM, fp32, {label}",
+            "recipes/wines/minilm.yaml",
+            FP32 + NO_MLM + overrides,
+        )
+        for label, overrides in (
+            ("one padded batch per field", ONE_BATCH),
+            ("2 length groups", length_groups(2)),
+            ("8 length groups", length_groups(8)),
+            ("no guide cache", NO_CACHE),
+            ("torch.compile", ["--torch_compile", "true"]),
+        )
+    ],
     (
-        "ours: default recipe without MLM, fp32, no guide cache",
-        "recipes/wines/minilm.yaml",
-        FP32 + NO_MLM + NO_CACHE,
-    ),
-    (
-        "ours: default recipe without MLM, fp32, torch.compile",
-        "recipes/wines/minilm.yaml",
-        FP32 + NO_MLM + ["--torch_compile", "true"],
-    ),
-    (
-        "ours: no MLM, no guide, fp32 (the same work as MNRL)",
+        "ours: no MLM, no guide, one padded batch per field, fp32 (the same work as MNRL)",
         "recipes/wines/minilm.yaml",
         FP32
         + NO_MLM
+        + ONE_BATCH
         + ["--false_negative_filter", "false", "--guide_diagnostics", "false", "--distill_weight", "0"],
     ),
     ("ours: paper objective (MLM + triplet)", "recipes/wines/paper.yaml", []),
     ("ours: paper objective, fp32", "recipes/wines/paper.yaml", FP32),
+    ("ours: paper objective, fp32, 4 length groups", "recipes/wines/paper.yaml", FP32 + length_groups(4)),
 ]
 
 

@@ -47,6 +47,7 @@ from metricbert_trainer.metricbert.losses.mining import Anchors, Mining, Negativ
             "distill_include_positive",
             "distill_within_field",
             "distill_weighting",
+            "distill_confidence_power",
         ),
         "The MLM term": (
             "mlm_head_warmup_steps",
@@ -54,6 +55,7 @@ from metricbert_trainer.metricbert.losses.mining import Anchors, Mining, Negativ
             "mlm_weight_ramp_steps",
             "pooling_input",
         ),
+        "Speed": ("length_groups",),
     }
 )
 @dataclass
@@ -67,7 +69,7 @@ class MetricBertConfig(CatalogTrainerConfig):
     hard in-batch negatives with suspected false negatives filtered by the starting model and the
     relational-distillation guard towards that model (``distill_weight=1``), each anchor's share of
     it weighted by how surely that model already matches the anchor to its own positive
-    (``distill_weighting="guide_confidence"``), at ``TrainingArguments``' learning rate 5e-5.
+    (``distill_weighting="guide_confidence"``, the confidence squared: ``distill_confidence_power=2``), at ``TrainingArguments``' learning rate 5e-5.
     The recipes add the MLM term on a warmed-up head (``mlm_weight=1, mlm_probability=0.15,
     mlm_head_warmup_steps=100, mlm_weight_ramp_steps=20, pooling_input="unmasked"``), which
     steadies the guarded runs (without it, one seed of two ended below its start on Debian's MAP);
@@ -120,6 +122,17 @@ class MetricBertConfig(CatalogTrainerConfig):
     pooling_input: PoolingInput = field(
         default=PoolingInput.MASKED,
         metadata={"help": "Pool sentence vectors from the masked MLM pass, or from a second unmasked pass."},
+    )
+    length_groups: int = field(
+        default=1,
+        metadata={
+            "help": "Encode each field of a batch in this many groups of texts of similar token length, each "
+            "padded to its own longest text instead of the field's: the padding the encoder works through "
+            "shrinks (a third of a wine batch's tokens, nearly half of a Debian one's, at batch 32) while the "
+            "mining batch stays whole and every vector stays the whole-batch one up to rounding. Pays where the "
+            "cost of a pass follows its padded tokens (CPUs); on a GPU small groups can leave it idle "
+            "(benchmarks/RESULTS.md)."
+        },
     )
     false_negative_filter: bool = field(
         default=True,
@@ -199,6 +212,16 @@ class MetricBertConfig(CatalogTrainerConfig):
             "model matched poorly (docs/quality.md)."
         },
     )
+    distill_confidence_power: float = field(
+        default=2.0,
+        metadata={
+            "help": "With distill_weighting guide_confidence, each anchor's weight is the guide's confidence raised "
+            "to this power. Default 2: the anchors the starting model matches surely keep nearly their whole "
+            "weight (mean 0.92 against 0.95 on Debian packages) while the doubtful ones, where the positive is "
+            "merely likely, lose most of theirs (0.014 against 0.029 on wines); it lifted every wine metric on "
+            "three seeds at the same Debian results (docs/quality.md). 1: the plain probability."
+        },
+    )
     mlm_head_warmup_steps: int = field(
         default=0,
         metadata={
@@ -232,6 +255,8 @@ class MetricBertConfig(CatalogTrainerConfig):
         self.negative_pool = checked_choice(NegativePool, self.negative_pool, "negative_pool")
         self.pooling_input = checked_choice(PoolingInput, self.pooling_input, "pooling_input")
         self.distill_weighting = checked_choice(DistillWeighting, self.distill_weighting, "distill_weighting")
+        if self.length_groups < 1:
+            raise ValueError(f"length_groups must be >= 1; got {self.length_groups}.")
         if self.margin < 0:
             raise ValueError(f"margin must be >= 0; got {self.margin}.")
         if self.triplet_weight < 0:
@@ -240,6 +265,8 @@ class MetricBertConfig(CatalogTrainerConfig):
             raise ValueError(f"distill_weight must be >= 0; got {self.distill_weight}.")
         if not 0 <= self.false_negative_margin < 1:
             raise ValueError(f"false_negative_margin must be in [0, 1); got {self.false_negative_margin}.")
+        if self.distill_confidence_power <= 0:
+            raise ValueError(f"distill_confidence_power must be > 0; got {self.distill_confidence_power}.")
         if self.distill_temperature <= 0:
             raise ValueError(f"distill_temperature must be > 0; got {self.distill_temperature}.")
         if self.mlm_head_warmup_steps < 0 or self.mlm_weight_ramp_steps < 0:
@@ -270,6 +297,7 @@ class MetricBertConfig(CatalogTrainerConfig):
             "distill_include_positive": self.distill_include_positive,
             "distill_within_field": self.distill_within_field,
             "distill_weighting": self.distill_weighting.value,
+            "distill_confidence_power": self.distill_confidence_power,
             "pooling_input": self.pooling_input.value,
             "false_negative_filter": self.false_negative_filter,
             "false_negative_margin": self.false_negative_margin,

@@ -1,7 +1,8 @@
 """MetricBERT's training forward pass: ``model(metric_batch=batch, fields=..., pooling_input=...)``.
 
-Each field is encoded at its own padded length (titles are short, descriptions long) and
-mean-pooled over the last hidden layer; the MLM loss of all fields is computed in the same pass,
+Each field is encoded at its own padded length (titles are short, descriptions long), in
+``length_groups`` groups of similar length when asked (``base.length_groups``), and mean-pooled
+over the last hidden layer; the MLM loss of all fields is computed in the same pass,
 so one forward serves both terms of the paper's loss.
 """
 
@@ -14,6 +15,7 @@ import torch
 from transformers import PreTrainedModel
 
 from metricbert_trainer.base.collator import field_inputs, unmasked
+from metricbert_trainer.base.length_groups import group_inputs, in_batch_order, split_by_length
 from metricbert_trainer.base.modeling import add_forward_pass, encode_and_mlm, mean_mlm_loss
 from metricbert_trainer.base.pooling import mean_pool
 
@@ -28,7 +30,8 @@ class PoolingInput(str, Enum):
 
 
 def enable_metric_forward(model: PreTrainedModel) -> PreTrainedModel:
-    """Lets ``model(metric_batch=batch, fields=..., pooling_input=...)`` run the MetricBERT pass.
+    """Lets ``model(metric_batch=batch, fields=..., pooling_input=..., length_groups=...)`` run the
+    MetricBERT pass.
 
     Any other call goes to the model's own forward. The pass encodes each field on its own and
     returns ``{"embeddings": [F, B, H], "mlm_loss": scalar, "mlm_tokens": scalar}``; ``mlm_loss``
@@ -38,19 +41,30 @@ def enable_metric_forward(model: PreTrainedModel) -> PreTrainedModel:
 
 
 def _metric_forward(
-    model, plain_forward, head, batch, fields: Sequence[str] = (), pooling_input=PoolingInput.MASKED
+    model,
+    plain_forward,
+    head,
+    batch,
+    fields: Sequence[str] = (),
+    pooling_input=PoolingInput.MASKED,
+    length_groups: int = 1,
 ) -> dict[str, torch.Tensor]:
     pooling_input = PoolingInput(pooling_input)
     pooled, loss_sum, token_count = [], None, 0
     for name in fields:
         inputs = field_inputs(batch, name)
-        labels = inputs.pop("labels", None)
-        hidden, field_loss_sum, field_tokens = encode_and_mlm(model, plain_forward, head, inputs, labels)
-        if field_loss_sum is not None:
-            loss_sum = field_loss_sum if loss_sum is None else loss_sum + field_loss_sum
-            token_count += field_tokens
-        if pooling_input is PoolingInput.UNMASKED and labels is not None:
-            hidden = model.base_model(**unmasked({**inputs, "labels": labels})).last_hidden_state
-        pooled.append(mean_pool(hidden, inputs["attention_mask"]))
+        groups = split_by_length(inputs["attention_mask"], length_groups)
+        parts = []
+        for rows in groups:
+            group = group_inputs(inputs, rows)
+            labels = group.pop("labels", None)
+            hidden, group_loss_sum, group_tokens = encode_and_mlm(model, plain_forward, head, group, labels)
+            if group_loss_sum is not None:
+                loss_sum = group_loss_sum if loss_sum is None else loss_sum + group_loss_sum
+                token_count += group_tokens
+            if pooling_input is PoolingInput.UNMASKED and labels is not None:
+                hidden = model.base_model(**unmasked({**group, "labels": labels})).last_hidden_state
+            parts.append(mean_pool(hidden, group["attention_mask"]))
+        pooled.append(in_batch_order(parts, groups))
     embeddings = torch.stack(pooled)
     return {"embeddings": embeddings, **mean_mlm_loss(loss_sum, token_count, embeddings)}

@@ -125,7 +125,12 @@ class MetricBertTrainer(CatalogTrainer):
 
     def compute_loss(self, model, inputs, return_outputs: bool = False, num_items_in_batch=None):
         args: MetricBertConfig = self.args
-        outputs = model(metric_batch=inputs, fields=self.batch_fields, pooling_input=args.pooling_input)
+        outputs = model(
+            metric_batch=inputs,
+            fields=self.batch_fields,
+            pooling_input=args.pooling_input,
+            length_groups=args.length_groups,
+        )
         embeddings, shard = outputs["embeddings"], None
         if self.gathers_across_processes:
             embeddings, shard = gather_with_grad(embeddings, dim=1)
@@ -158,7 +163,7 @@ class MetricBertTrainer(CatalogTrainer):
             if args.distill_weighting == DistillWeighting.GUIDE_CONFIDENCE:
                 anchor_weights = guide_positive_confidence(
                     guide_vectors, temperature=args.distill_temperature
-                )
+                ).pow(args.distill_confidence_power)
                 statistics["distill_anchor_weight"] = float(anchor_weights.mean())
             distill_loss = relational_distillation(
                 torch.cat([titles, descriptions]),

@@ -2,6 +2,8 @@ import logging
 import shutil
 from pathlib import Path
 
+import pandas as pd
+import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
@@ -135,3 +137,36 @@ def test_an_unexpected_mismatch_still_gets_transformers_report(
     printed = transformers_caplog.text
     assert "LOAD REPORT" in printed and "encoder.layer.1.output.dense.weight" in printed
     assert "has no MLM head" not in printed
+
+
+@pytest.mark.parametrize("pooling_input", list(PoolingInput))
+def test_length_groups_give_the_whole_batch_vectors_loss_and_gradients(
+    tiny_model_path, tokenizer, wines_csv, pooling_input
+):
+    """Encoding each field in groups of similar length (each cut to its own longest text) is the
+    whole-batch pass up to rounding: same vectors in batch order, same MLM loss, same gradients."""
+    frame = pd.read_csv(wines_csv, nrows=10)
+    items = [{"title": t, "description": d} for t, d in zip(frame.title, frame.description, strict=True)]
+    torch.manual_seed(0)
+    batch = MetricBertCollator(tokenizer, mlm_probability=0.3)(items)
+    model = _model(tiny_model_path)
+    results = {}
+    for groups in (1, 3, 16):
+        model.zero_grad()
+        outputs = model(
+            metric_batch=batch,
+            fields=("title", "description"),
+            pooling_input=pooling_input,
+            length_groups=groups,
+        )
+        (outputs["embeddings"].square().sum() + outputs["mlm_loss"]).backward()
+        gradients = [parameter.grad.clone() for parameter in model.parameters() if parameter.grad is not None]
+        results[groups] = (outputs["embeddings"].detach(), outputs["mlm_loss"].detach(), gradients)
+    whole_embeddings, whole_loss, whole_gradients = results[1]
+    assert whole_loss > 0
+    for groups in (3, 16):
+        embeddings, loss, gradients = results[groups]
+        torch.testing.assert_close(embeddings, whole_embeddings, atol=1e-5, rtol=1e-4)
+        torch.testing.assert_close(loss, whole_loss)
+        for gradient, whole_gradient in zip(gradients, whole_gradients, strict=True):
+            torch.testing.assert_close(gradient, whole_gradient, atol=1e-5, rtol=1e-4)

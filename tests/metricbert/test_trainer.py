@@ -274,20 +274,48 @@ def test_a_loss_given_to_the_trainer_replaces_the_configured_one(
 def test_guide_confidence_weighting_logs_the_anchor_weight_and_weakens_the_guard(
     tmp_path, tiny_model_path, tokenizer, wine_items
 ):
-    """The same first step, guarded uniformly and by the guide's confidence: the weights are
-    probabilities, so the weighted guard's loss can only be smaller."""
+    """The same first step, guarded uniformly, by the guide's confidence and by its square: the
+    weights are probabilities, so each weighted guard's loss can only be smaller, the squared
+    one's smaller still."""
     first_steps = {}
-    for weighting in ("uniform", "guide_confidence"):
-        args = _config(tmp_path / weighting, max_steps=1, distill_weight=1.0, distill_weighting=weighting)
+    for name, weighting, power in (
+        ("uniform", "uniform", 1.0),
+        ("confidence", "guide_confidence", 1.0),
+        ("squared", "guide_confidence", 2.0),
+    ):
+        args = _config(
+            tmp_path / name,
+            max_steps=1,
+            distill_weight=1.0,
+            distill_weighting=weighting,
+            distill_confidence_power=power,
+        )
         trainer = MetricBertTrainer(
             load_masked_lm(tiny_model_path), args, train_dataset=wine_items, processing_class=tokenizer
         )
         trainer.train()
-        first_steps[weighting] = trainer.state.log_history[0]
-    uniform, weighted = first_steps["uniform"], first_steps["guide_confidence"]
+        first_steps[name] = trainer.state.log_history[0]
+    uniform, weighted, squared = first_steps["uniform"], first_steps["confidence"], first_steps["squared"]
     assert "distill_anchor_weight" not in uniform
-    assert 0.0 < weighted["distill_anchor_weight"] < 1.0
-    assert 0.0 < weighted["distill_loss"] < uniform["distill_loss"]
+    assert 0.0 < squared["distill_anchor_weight"] < weighted["distill_anchor_weight"] < 1.0
+    assert 0.0 < squared["distill_loss"] < weighted["distill_loss"] < uniform["distill_loss"]
+
+
+def test_length_groups_train_like_one_padded_batch(tmp_path, tiny_model_path, tokenizer, wine_items):
+    """Each field encoded in groups of similar length gives the whole-batch vectors, so a run
+    logs the same losses as one padded batch per field, up to rounding (without dropout, whose
+    draws follow the shapes of the tensors)."""
+    histories = {}
+    for groups in (1, 4):
+        args = _config(
+            tmp_path / str(groups), max_steps=3, mlm_weight=1.0, mlm_probability=0.15, length_groups=groups
+        )
+        model = load_masked_lm(tiny_model_path, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+        trainer = MetricBertTrainer(model, args, train_dataset=wine_items, processing_class=tokenizer)
+        trainer.train()
+        histories[groups] = _loss_history(trainer, "triplet_loss") + _loss_history(trainer, "mlm_loss")
+    assert len(histories[1]) == 6
+    np.testing.assert_allclose(histories[4], histories[1], rtol=1e-4, atol=1e-6)
 
 
 def test_the_guide_cache_trains_like_the_guides_forward(tmp_path, tiny_model_path, tokenizer, wine_items):

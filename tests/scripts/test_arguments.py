@@ -87,7 +87,7 @@ def test_every_loss_option_is_reachable_from_the_yaml_config(tmp_path):
         "triplet_weight: 0.5\nmlm_weight: 1.0\nmlm_probability: 0.2\npooling_input: unmasked\n"
         "false_negative_filter: false\nfalse_negative_margin: 0.05\ngather_across_devices: false\n"
         "mlm_head_warmup_steps: 50\nmlm_weight_ramp_steps: 10\ndistill_weight: 2.0\ndistill_temperature: 0.1\n"
-        "distill_within_field: true\ndistill_weighting: guide_confidence\n",
+        "distill_within_field: true\ndistill_weighting: guide_confidence\ndistill_confidence_power: 3.0\n",
     )
     _, _, training = parse_recipe_args(TYPES, ["--config", config])
     assert training.loss_config() == {
@@ -108,6 +108,7 @@ def test_every_loss_option_is_reachable_from_the_yaml_config(tmp_path):
         "distill_include_positive": False,
         "distill_within_field": True,
         "distill_weighting": "guide_confidence",
+        "distill_confidence_power": 3.0,
         "pooling_input": "unmasked",
         "false_negative_filter": False,
         "false_negative_margin": 0.05,
