@@ -31,8 +31,12 @@ def group_inputs(inputs: dict[str, torch.Tensor], rows: torch.Tensor) -> dict[st
     """``inputs``' tensors ([B, L] each) at ``rows``, cut after the last column any of them attends to.
 
     With right padding (BERT's) that is the group's longest text. A left-padded batch keeps its
-    width: cutting its leading columns would move every token's position.
+    width: cutting its leading columns would move every token's position. A group of every row is
+    the batch itself (``split_by_length`` keeps it in batch order, and the collator already pads a
+    field to its longest text), returned as it is: no copy, and no device sync for the width.
     """
+    if len(rows) == len(inputs["attention_mask"]):
+        return dict(inputs)
     mask = inputs["attention_mask"][rows]
     attended = torch.nonzero(mask.any(dim=0))
     width = int(attended.max()) + 1 if len(attended) else mask.shape[1]
@@ -41,5 +45,7 @@ def group_inputs(inputs: dict[str, torch.Tensor], rows: torch.Tensor) -> dict[st
 
 def in_batch_order(parts: list[torch.Tensor], groups: list[torch.Tensor]) -> torch.Tensor:
     """The per-group results ``parts`` (one row per text, in each group's order) joined and put
-    back in batch order."""
+    back in batch order; a single group is already in batch order (``split_by_length``)."""
+    if len(parts) == 1:
+        return parts[0]
     return torch.cat(parts)[torch.argsort(torch.cat(groups))]

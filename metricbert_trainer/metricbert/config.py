@@ -69,7 +69,8 @@ class MetricBertConfig(CatalogTrainerConfig):
     hard in-batch negatives with suspected false negatives filtered by the starting model and the
     relational-distillation guard towards that model (``distill_weight=1``), each anchor's share of
     it weighted by how surely that model already matches the anchor to its own positive
-    (``distill_weighting="guide_confidence"``, the confidence squared: ``distill_confidence_power=2``), at ``TrainingArguments``' learning rate 5e-5.
+    (``distill_weighting="guide_confidence"``, the confidence squared: ``distill_confidence_power=2``),
+    at ``TrainingArguments``' learning rate 5e-5.
     The recipes add the MLM term on a warmed-up head (``mlm_weight=1, mlm_probability=0.15,
     mlm_head_warmup_steps=100, mlm_weight_ramp_steps=20, pooling_input="unmasked"``), which
     steadies the guarded runs (without it, one seed of two ended below its start on Debian's MAP);
