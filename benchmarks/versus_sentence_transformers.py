@@ -48,6 +48,10 @@ NO_MLM = [
     "--mlm_weight_ramp_steps", "0", "--pooling_input", "masked",
 ]  # fmt: skip
 FP32 = ["--cpu_bf16", "false", "--length_groups", "4"]  # as on a CPU without native bf16 (AVX2 only)
+MASKED_POOLING = [
+    "--pooling_input",
+    "masked",
+]  # one student pass: the MLM pass's vectors feed the metric term
 NO_CACHE = ["--guide_embedding_cache", "false"]  # the guide runs its forward every step
 
 
@@ -63,7 +67,17 @@ ONE_BATCH = length_groups(1)
 OURS = [
     ("ours: default recipe (MLM, guard, filter; bf16 autocast)", "recipes/wines/minilm.yaml", []),
     ("ours: default recipe (bf16), 4 length groups", "recipes/wines/minilm.yaml", length_groups(4)),
+    (
+        "ours: default recipe (bf16), vectors from the masked pass",
+        "recipes/wines/minilm.yaml",
+        MASKED_POOLING,
+    ),
     ("ours: default recipe, fp32", "recipes/wines/minilm.yaml", FP32),
+    (
+        "ours: default recipe, fp32, vectors from the masked pass",
+        "recipes/wines/minilm.yaml",
+        FP32 + MASKED_POOLING,
+    ),
     ("ours: default recipe, fp32, one padded batch per field", "recipes/wines/minilm.yaml", FP32 + ONE_BATCH),
     ("ours: default recipe, fp32, no guide cache", "recipes/wines/minilm.yaml", FP32 + NO_CACHE),
     ("ours: default recipe without MLM, fp32", "recipes/wines/minilm.yaml", FP32 + NO_MLM),

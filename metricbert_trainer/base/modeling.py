@@ -7,7 +7,7 @@ keyword call per method, ``model(metric_batch=...)`` (``metricbert.forward``) an
 synchronises gradients and ZeRO-3/FSDP gather parameters only for work done inside the wrapped
 forward.
 
-Both passes apply the MLM head to the masked positions only (``encode_and_mlm``): on MiniLM the
+Both passes apply the MLM head to the masked positions only (``MaskedTokenLoss``): on MiniLM the
 30K-word projection over every token costs about as much as the encoder itself, and 85% of it
 would be thrown away.
 """
@@ -234,30 +234,50 @@ def add_forward_pass(model: PreTrainedModel, keyword: str, run_pass: Callable) -
     return model
 
 
-def mean_mlm_loss(loss_sum, token_count: int, anchor: torch.Tensor) -> dict[str, torch.Tensor]:
-    """The MLM loss per masked token; a zero joined to the graph through ``anchor`` when none was masked."""
-    mlm_loss = anchor.sum() * 0.0 if loss_sum is None or token_count == 0 else loss_sum / token_count
-    return {"mlm_loss": mlm_loss, "mlm_tokens": torch.tensor(float(token_count))}
+class MaskedTokenLoss:
+    """The MLM loss of one training pass, over the masked tokens of every encoder call in it.
 
+    A pass encodes each field, and with ``length_groups`` each group of a field, in a call of its
+    own; the masked positions of all of them are scored by one call of the vocabulary head at the
+    end. One call computes the head's weight gradient (vocabulary x hidden, the decoder tied to the
+    word embeddings) once per step instead of once per field and group, and one large matrix
+    product keeps a CPU's cores busier than eight small ones (``benchmarks/RESULTS.md``).
+    """
 
-def encode_and_mlm(model, plain_forward, head, inputs, labels):
-    """Last hidden states of one field, plus the summed MLM loss over its masked tokens."""
-    if labels is None:
-        return model.base_model(**inputs).last_hidden_state, None, 0
-    masked = labels != -100
-    token_count = int(masked.sum())
-    if head is None:
-        # Unknown head layout: fall back to the full forward, logits for every token included.
-        outputs = plain_forward(**inputs, output_hidden_states=True)
-        hidden = outputs.hidden_states[-1]
-        logits = outputs.logits[masked]
-    else:
-        hidden = model.base_model(**inputs).last_hidden_state
-        logits = head(hidden[masked])
-    if token_count == 0:
-        return hidden, None, 0
-    loss_sum = F.cross_entropy(logits.float(), labels[masked], reduction="sum")
-    return hidden, loss_sum, token_count
+    def __init__(self, model: PreTrainedModel, plain_forward: Callable, head: torch.nn.Module | None):
+        self.model, self.plain_forward, self.head = model, plain_forward, head
+        self.predicted: list[torch.Tensor] = []
+        self.targets: list[torch.Tensor] = []
+
+    def encode(self, inputs: dict[str, torch.Tensor], labels: torch.Tensor | None) -> torch.Tensor:
+        """Last hidden states of ``inputs``; their masked positions (``labels`` other than -100)
+        are kept for the loss."""
+        if labels is None:
+            return self.model.base_model(**inputs).last_hidden_state
+        masked = labels != -100
+        if self.head is None:
+            # Unknown head layout: the full forward, logits for every token included.
+            outputs = self.plain_forward(**inputs, output_hidden_states=True)
+            hidden = outputs.hidden_states[-1]
+            self.predicted.append(outputs.logits[masked])
+        else:
+            hidden = self.model.base_model(**inputs).last_hidden_state
+            self.predicted.append(hidden[masked])
+        self.targets.append(labels[masked])
+        return hidden
+
+    def result(self, anchor: torch.Tensor) -> dict[str, torch.Tensor]:
+        """``mlm_loss``, the mean cross-entropy per masked token, and ``mlm_tokens``, their count;
+        with nothing masked the loss is a zero joined to the graph through ``anchor``."""
+        targets = torch.cat(self.targets) if self.targets else anchor.new_zeros(0, dtype=torch.long)
+        token_count = targets.numel()
+        if token_count == 0:
+            mlm_loss = anchor.sum() * 0.0
+        else:
+            predicted = torch.cat(self.predicted)
+            logits = predicted if self.head is None else self.head(predicted)
+            mlm_loss = F.cross_entropy(logits.float(), targets)
+        return {"mlm_loss": mlm_loss, "mlm_tokens": torch.tensor(float(token_count))}
 
 
 def whole_copy(module: torch.nn.Module) -> torch.nn.Module:

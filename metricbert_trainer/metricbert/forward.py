@@ -2,21 +2,24 @@
 
 Each field is encoded at its own padded length (titles are short, descriptions long), in
 ``length_groups`` groups of similar length when asked (``base.length_groups``), and mean-pooled
-over the last hidden layer; the MLM loss of all fields is computed in the same pass,
-so one forward serves both terms of the paper's loss.
+over the last hidden layer; the MLM loss of all fields is computed in the same pass (one head
+call over the masked tokens of every field and group), so one forward serves both terms of the
+paper's loss. With ``pooling_input: unmasked`` the vectors come from a second pass over the
+original tokens and the masked pass serves the MLM term alone.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from enum import Enum
 
 import torch
 from transformers import PreTrainedModel
 
 from metricbert_trainer.base.collator import field_inputs, unmasked
+from metricbert_trainer.base.embedding_lookup import shared_word_embedding_lookup
 from metricbert_trainer.base.length_groups import group_inputs, in_batch_order, split_by_length
-from metricbert_trainer.base.modeling import add_forward_pass, encode_and_mlm, mean_mlm_loss
+from metricbert_trainer.base.modeling import MaskedTokenLoss, add_forward_pass
 from metricbert_trainer.base.pooling import mean_pool
 
 
@@ -50,21 +53,38 @@ def _metric_forward(
     length_groups: int = 1,
 ) -> dict[str, torch.Tensor]:
     pooling_input = PoolingInput(pooling_input)
-    pooled, loss_sum, token_count = [], None, 0
-    for name in fields:
-        inputs = field_inputs(batch, name)
-        groups = split_by_length(inputs["attention_mask"], length_groups)
-        parts = []
-        for rows in groups:
-            group = group_inputs(inputs, rows)
-            labels = group.pop("labels", None)
-            hidden, group_loss_sum, group_tokens = encode_and_mlm(model, plain_forward, head, group, labels)
-            if group_loss_sum is not None:
-                loss_sum = group_loss_sum if loss_sum is None else loss_sum + group_loss_sum
-                token_count += group_tokens
-            if pooling_input is PoolingInput.UNMASKED and labels is not None:
-                hidden = model.base_model(**unmasked({**group, "labels": labels})).last_hidden_state
-            parts.append(mean_pool(hidden, group["attention_mask"]))
-        pooled.append(in_batch_order(parts, groups))
+    pooled, mlm = [], MaskedTokenLoss(model, plain_forward, head)
+    field_tensors = [field_inputs(batch, name) for name in fields]
+    # The unmasked pass reads the original tokens, which the labels hold.
+    read_tokens = [
+        tensor for inputs in field_tensors for tensor in (inputs["input_ids"], inputs.get("labels"))
+    ]
+    with shared_word_embedding_lookup(
+        model, [tokens[tokens >= 0] for tokens in read_tokens if tokens is not None]
+    ):
+        for inputs in field_tensors:
+            if pooling_input is PoolingInput.UNMASKED and "labels" in inputs:
+                pooled.append(_pooled(unmasked(inputs), length_groups, _last_hidden_state(model)))
+                for rows in split_by_length(inputs["attention_mask"], length_groups):
+                    group = group_inputs(inputs, rows)
+                    mlm.encode(group, group.pop("labels"))  # the masked pass serves the MLM term alone
+            else:
+                pooled.append(_pooled(inputs, length_groups, mlm.encode))
     embeddings = torch.stack(pooled)
-    return {"embeddings": embeddings, **mean_mlm_loss(loss_sum, token_count, embeddings)}
+    return {"embeddings": embeddings, **mlm.result(embeddings)}
+
+
+def _last_hidden_state(model) -> Callable:
+    return lambda inputs, labels: model.base_model(**inputs).last_hidden_state
+
+
+def _pooled(inputs: dict[str, torch.Tensor], length_groups: int, encode: Callable) -> torch.Tensor:
+    """Mean-pooled vectors of one field, in batch order, encoded in ``length_groups`` groups by
+    ``encode(group_inputs, group_labels)``."""
+    groups = split_by_length(inputs["attention_mask"], length_groups)
+    parts = []
+    for rows in groups:
+        group = group_inputs(inputs, rows)
+        labels = group.pop("labels", None)
+        parts.append(mean_pool(encode(group, labels), group["attention_mask"]))
+    return in_batch_order(parts, groups)

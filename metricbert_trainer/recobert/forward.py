@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 from transformers import PreTrainedModel
 
-from metricbert_trainer.base.modeling import add_forward_pass, encode_and_mlm, mean_mlm_loss
+from metricbert_trainer.base.modeling import MaskedTokenLoss, add_forward_pass
 from metricbert_trainer.base.pooling import mean_pool
 
 # The tensors of a RecoBERT pair batch that the encoder itself takes.
@@ -25,11 +25,12 @@ def enable_pair_forward(model: PreTrainedModel) -> PreTrainedModel:
 
 def _pair_forward(model, plain_forward, head, batch) -> dict[str, torch.Tensor]:
     inputs = {name: batch[name] for name in PAIR_ENCODER_KEYS if name in batch}
-    hidden, loss_sum, token_count = encode_and_mlm(model, plain_forward, head, inputs, batch.get("labels"))
+    mlm = MaskedTokenLoss(model, plain_forward, head)
+    hidden = mlm.encode(inputs, batch.get("labels"))
     titles = mean_pool(hidden, batch["title_mask"])
     descriptions = mean_pool(hidden, batch["description_mask"])
     return {
         "title_embeddings": titles,
         "description_embeddings": descriptions,
-        **mean_mlm_loss(loss_sum, token_count, titles),
+        **mlm.result(titles),
     }

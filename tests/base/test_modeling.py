@@ -170,3 +170,23 @@ def test_length_groups_give_the_whole_batch_vectors_loss_and_gradients(
         torch.testing.assert_close(loss, whole_loss)
         for gradient, whole_gradient in zip(gradients, whole_gradients, strict=True):
             torch.testing.assert_close(gradient, whole_gradient, atol=1e-5, rtol=1e-4)
+
+
+def test_one_head_call_scores_the_masked_tokens_of_every_field_and_group(
+    tiny_model_path, tokenizer, wines_csv
+):
+    """The vocabulary head runs once per pass, whatever the number of fields and length groups,
+    so its weight gradient is computed once per step."""
+    frame = pd.read_csv(wines_csv, nrows=10)
+    items = [{"title": t, "description": d} for t, d in zip(frame.title, frame.description, strict=True)]
+    torch.manual_seed(0)
+    batch = MetricBertCollator(tokenizer, mlm_probability=0.3)(items)
+    model = _model(tiny_model_path)
+    calls = []
+    find_mlm_head(model).register_forward_hook(lambda module, inputs, output: calls.append(output.shape[0]))
+    outputs = model(metric_batch=batch, fields=("title", "description"), length_groups=3)
+    masked_tokens = sum(
+        int((field_inputs(batch, name)["labels"] != -100).sum()) for name in ("title", "description")
+    )
+    assert calls == [masked_tokens]
+    assert outputs["mlm_tokens"] == masked_tokens
