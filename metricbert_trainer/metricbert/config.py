@@ -72,7 +72,7 @@ class MetricBertConfig(CatalogTrainerConfig):
     (``distill_weighting="guide_confidence"``, the confidence squared: ``distill_confidence_power=2``),
     at ``TrainingArguments``' learning rate 5e-5.
     The recipes add the MLM term on a warmed-up head (``mlm_weight=1, mlm_probability=0.15,
-    mlm_head_warmup_steps=100, mlm_weight_ramp_steps=20, pooling_input="unmasked"``), which
+    mlm_head_warmup_steps=100, mlm_weight_ramp_steps=20``, vectors pooled from that masked pass), which
     steadies the guarded runs (without it, one seed of two ended below its start on Debian's MAP);
     it is left out here so that a trainer built in a few lines does not spend the warm-up and the
     vocabulary-sized head on every step unasked, and the README's quick start shows how to add it.
@@ -122,7 +122,11 @@ class MetricBertConfig(CatalogTrainerConfig):
     )
     pooling_input: PoolingInput = field(
         default=PoolingInput.MASKED,
-        metadata={"help": "Pool sentence vectors from the masked MLM pass, or from a second unmasked pass."},
+        metadata={
+            "help": "Pool sentence vectors from the masked MLM pass (the paper's single forward; the recipes' "
+            "choice, docs/quality.md), or from a second pass over the unmasked text, which costs a second "
+            "student pass a step."
+        },
     )
     length_groups: int = field(
         default=1,
