@@ -134,9 +134,9 @@ class MetricBertConfig(CatalogTrainerConfig):
             "help": "Encode each field of a batch in this many groups of texts of similar token length, each "
             "padded to its own longest text instead of the field's: the padding the encoder works through "
             "shrinks (a third of a wine batch's tokens, nearly half of a Debian one's, at batch 32) while the "
-            "mining batch stays whole and every vector stays the whole-batch one up to rounding. 4 pays on CPUs "
-            "without native bf16 (fp32: 1.21x the step rate without MLM); under bf16 on AMX it ran at 0.91x, and "
-            "on a GPU small groups can leave it idle (benchmarks/RESULTS.md)."
+            "mining batch stays whole and every vector stays the whole-batch one up to rounding. The MiniLM "
+            "recipes use 4: on a CPU without native bf16 (fp32) the step runs at 1.22x, under bf16 on AMX level; "
+            "on a GPU small groups can leave it idle, so the large-model recipes keep 1 (benchmarks/RESULTS.md)."
         },
     )
     false_negative_filter: bool = field(
