@@ -269,14 +269,13 @@ class MaskedTokenLoss:
     def result(self, anchor: torch.Tensor) -> dict[str, torch.Tensor]:
         """``mlm_loss``, the mean cross-entropy per masked token, and ``mlm_tokens``, their count;
         with nothing masked the loss is a zero joined to the graph through ``anchor``."""
-        targets = torch.cat(self.targets) if self.targets else anchor.new_zeros(0, dtype=torch.long)
-        token_count = targets.numel()
+        token_count = sum(targets.numel() for targets in self.targets)
         if token_count == 0:
             mlm_loss = anchor.sum() * 0.0
         else:
             predicted = torch.cat(self.predicted)
             logits = predicted if self.head is None else self.head(predicted)
-            mlm_loss = F.cross_entropy(logits.float(), targets)
+            mlm_loss = F.cross_entropy(logits.float(), torch.cat(self.targets))
         return {"mlm_loss": mlm_loss, "mlm_tokens": torch.tensor(float(token_count))}
 
 

@@ -56,16 +56,17 @@ def _metric_forward(
     pooling_input = PoolingInput(pooling_input)
     pooled, mlm = [], MaskedTokenLoss(model, plain_forward, head)
     field_tensors = [field_inputs(batch, name) for name in fields]
-    # The unmasked pass reads the original tokens, which the labels hold.
-    read_tokens = [
-        tensor for inputs in field_tensors for tensor in (inputs["input_ids"], inputs.get("labels"))
+    # With a second pass, the vectors come from each masked field's original tokens.
+    originals = [
+        unmasked(inputs) if pooling_input is PoolingInput.UNMASKED and "labels" in inputs else None
+        for inputs in field_tensors
     ]
-    with shared_word_embedding_lookup(
-        model, [tokens[tokens >= 0] for tokens in read_tokens if tokens is not None]
-    ):
-        for inputs in field_tensors:
-            if pooling_input is PoolingInput.UNMASKED and "labels" in inputs:
-                pooled.append(_pooled(unmasked(inputs), length_groups, _last_hidden_state(model)))
+    read_tokens = [inputs["input_ids"] for inputs in field_tensors]
+    read_tokens += [original["input_ids"] for original in originals if original is not None]
+    with shared_word_embedding_lookup(model, read_tokens):
+        for inputs, original in zip(field_tensors, originals, strict=True):
+            if original is not None:
+                pooled.append(_pooled(original, length_groups, _last_hidden_state(model)))
                 for rows in split_by_length(inputs["attention_mask"], length_groups):
                     group = group_inputs(inputs, rows)
                     mlm.encode(group, group.pop("labels"))  # the masked pass serves the MLM term alone
