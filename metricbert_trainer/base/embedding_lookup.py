@@ -46,7 +46,10 @@ def shared_word_embedding_lookup(model: PreTrainedModel, token_ids: Iterable[tor
     rows = table(vocabulary)
 
     def from_rows(module, inputs, output):
-        return rows[torch.searchsorted(vocabulary, inputs[0])]
+        # An embedding of the rows, not ``rows[positions]``: indexing's backward accumulates
+        # with threads in no fixed order on a CPU (two runs of one seed drifted apart under
+        # Adam), the embedding backward sums in a fixed order and is faster.
+        return torch.nn.functional.embedding(torch.searchsorted(vocabulary, inputs[0]), rows)
 
     handle = table.register_forward_hook(from_rows)
     try:

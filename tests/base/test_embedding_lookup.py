@@ -112,3 +112,22 @@ def test_without_gradients_or_with_a_frozen_table_the_block_changes_nothing(
     table.weight.requires_grad_(False)
     with shared_word_embedding_lookup(model, [encoded["input_ids"]]):
         assert not table._forward_hooks
+
+
+def test_the_table_gradient_is_the_same_on_every_backward(tiny_model_path, tokenizer, wines_csv):
+    """Threads must not change the gradient's summation order: under Adam a near-zero gradient's
+    float noise becomes a full step, and two runs of one seed drift apart."""
+    titles, descriptions = _texts(wines_csv, rows=32)
+    inputs = [tokenizer(texts, padding=True, return_tensors="pt") for texts in (titles, descriptions)]
+    model = _model(tiny_model_path)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        gradients = []
+        for _ in range(8):
+            model.zero_grad()
+            _encode_and_backward(model, inputs, shared=True)
+            gradients.append(model.get_input_embeddings().weight.grad.clone())
+    finally:
+        torch.set_num_threads(threads)
+    assert all(torch.equal(gradient, gradients[0]) for gradient in gradients[1:])

@@ -57,44 +57,41 @@ def test_the_config_refuses_shares_outside_zero_to_one(tmp_path):
 def test_training_ends_halfway_between_start_and_trained_while_checkpoints_keep_the_trained_weights(
     tmp_path, tiny_model_path, tokenizer, wine_items
 ):
-    """Two runs of one seed, one plain and one blended: the blended run's final encoder is the
-    average of the start and the plain run's, its checkpoint holds the plain weights (so a resumed
-    run goes on training them), and its card records the share."""
+    """A blended run's last checkpoint holds the trained weights (so a resumed run goes on
+    training them), its final encoder is the average of those and the start, and its card records
+    the share.
 
-    def run(share: float, folder: str) -> MetricBertTrainer:
-        args = MetricBertConfig(
-            output_dir=str(tmp_path / folder),
-            per_device_train_batch_size=16,
-            learning_rate=1e-3,
-            max_steps=3,
-            save_strategy="steps",
-            save_steps=3,
-            report_to="none",
-            seed=0,
-            use_cpu=True,
-            bf16=False,
-            trained_weight_share=share,
-        )
-        trainer = MetricBertTrainer(
-            load_masked_lm(tiny_model_path), args, train_dataset=wine_items, processing_class=tokenizer
-        )
-        trainer.train()
-        trainer.save_model(args.output_dir)
-        return trainer
+    Everything is compared within the one run, so the test checks the blending alone: a second
+    run of the seed as the reference also tested bitwise reproducibility, and under Adam any float
+    noise in a near-zero gradient becomes a step of the learning rate's size (that is how an
+    order-free CPU gradient sum once failed this test; tests/base/test_embedding_lookup.py now
+    pins the sum's order).
+    """
+    args = MetricBertConfig(
+        output_dir=str(tmp_path),
+        per_device_train_batch_size=16,
+        learning_rate=1e-3,
+        max_steps=3,
+        save_strategy="steps",
+        save_steps=3,
+        report_to="none",
+        seed=0,
+        use_cpu=True,
+        bf16=False,
+        trained_weight_share=0.5,
+    )
+    start_model = load_masked_lm(tiny_model_path)
+    start = {f"bert.{name}": weight for name, weight in _encoder_weights(start_model).items()}
+    trainer = MetricBertTrainer(start_model, args, train_dataset=wine_items, processing_class=tokenizer)
+    trainer.train()
+    trainer.save_model(args.output_dir)
 
-    start = _encoder_weights(load_masked_lm(tiny_model_path))
-    plain = _encoder_weights(run(1.0, "plain").model)
-    blended_trainer = run(0.5, "blended")
-    blended = _encoder_weights(blended_trainer.model)
-
-    assert any(not torch.equal(plain[name], start[name]) for name in start)
+    trained = load_file(tmp_path / "checkpoint-3" / MASKED_LM_FOLDER / "model.safetensors")
+    blended = {f"bert.{name}": weight for name, weight in _encoder_weights(trainer.model).items()}
+    saved = load_file(tmp_path / MASKED_LM_FOLDER / "model.safetensors")
+    assert any(not torch.equal(trained[name], start[name]) for name in start)
     for name in start:
-        torch.testing.assert_close(blended[name], 0.5 * plain[name] + 0.5 * start[name])
-    # The masked-LM checkpoints (saved_layout), which resuming reads.
-    checkpoint = load_file(tmp_path / "blended" / "checkpoint-3" / MASKED_LM_FOLDER / "model.safetensors")
-    saved = load_file(tmp_path / "blended" / MASKED_LM_FOLDER / "model.safetensors")
-    name = "bert.encoder.layer.0.attention.self.query.weight"
-    torch.testing.assert_close(checkpoint[name], plain[name.removeprefix("bert.")])
-    torch.testing.assert_close(saved[name], blended[name.removeprefix("bert.")])
-    card = (tmp_path / "blended" / "README.md").read_text(encoding="utf-8")
+        torch.testing.assert_close(blended[name], 0.5 * trained[name] + 0.5 * start[name])
+        torch.testing.assert_close(saved[name], blended[name])
+    card = (tmp_path / "README.md").read_text(encoding="utf-8")
     assert "trained_weight_share" in card and "0.5" in card
