@@ -2,6 +2,7 @@
 
     python benchmarks/versus_sentence_transformers.py train --rounds 2
     python benchmarks/versus_sentence_transformers.py encode --texts 4000 --rounds 3
+    python benchmarks/versus_sentence_transformers.py --avx2_kernels train --rounds 3
 
 Same machine, model (all-MiniLM-L6-v2, the copy shipped on PyPI), data (the wine sample), batch
 size (32 items) and max length (128) on both sides, in one process, the configurations taking
@@ -21,8 +22,10 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import platform
 import statistics
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -51,6 +54,13 @@ FP32 = ["--cpu_bf16", "false", "--length_groups", "4"]  # as on a CPU without na
 # The recipes' previous default: the MLM pass for L_MLM, a second pass over the original text for the vectors.
 UNMASKED_POOLING = ["--pooling_input", "unmasked"]
 NO_CACHE = ["--guide_embedding_cache", "false"]  # the guide runs its forward every step
+# A CPU with AVX2 only (no AVX-512, no native bf16), imitated on a newer one: ATen's vectorised
+# ops, oneDNN and MKL's GEMMs each capped at AVX2. The libraries read these when they load.
+AVX2_KERNELS = {
+    "ATEN_CPU_CAPABILITY": "avx2",
+    "ONEDNN_MAX_CPU_ISA": "AVX2",
+    "MKL_ENABLE_INSTRUCTIONS": "AVX2",
+}
 
 
 def length_groups(count: int) -> list[str]:
@@ -211,6 +221,11 @@ def run_training(arguments: argparse.Namespace) -> None:
             for label, build in configurations
             if label == MNRL or any(part in label for part in arguments.only)
         ]
+    if arguments.avx2_kernels:
+        # Such a CPU trains in fp32 (cpu_bf16 needs native bf16): the bf16 rows would time what none runs.
+        configurations = [
+            (label, build) for label, build in configurations if label == MNRL or "fp32" in label
+        ]
     if arguments.skip:
         configurations = [
             (label, build)
@@ -318,15 +333,34 @@ def cpu_name() -> str:
         return platform.machine()
 
 
+def kernels() -> str:
+    """The instruction set of ATen's kernels, and whether MKL and oneDNN were capped to AVX2."""
+    capped = all(os.environ.get(name) == value for name, value in AVX2_KERNELS.items())
+    return f"{torch.backends.cpu.get_cpu_capability()} kernels" + (
+        " (MKL and oneDNN capped at AVX2)" if capped else ""
+    )
+
+
+def restart_with_avx2_kernels() -> None:
+    """Run this command again in a process whose libraries load with AVX2 kernels only."""
+    if any(os.environ.get(name) != value for name, value in AVX2_KERNELS.items()):
+        os.execve(sys.executable, [sys.executable, *sys.argv], {**os.environ, **AVX2_KERNELS})
+
+
 def header(arguments: argparse.Namespace, what: str) -> str:
     return (
-        f"\n{time.strftime('%Y-%m-%d')}, {cpu_name()}, {torch.get_num_threads()} threads, "
+        f"\n{time.strftime('%Y-%m-%d')}, {cpu_name()}, {kernels()}, {torch.get_num_threads()} threads, "
         f"torch {torch.__version__}; all-MiniLM-L6-v2, wine sample, batch {BATCH_SIZE}, max length {MAX_LENGTH}; {what}\n"
     )
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--avx2_kernels",
+        action="store_true",
+        help="Imitate a CPU with AVX2 only (ATen, oneDNN and MKL capped at AVX2); train runs the fp32 rows only.",
+    )
     commands = parser.add_subparsers(dest="command", required=True)
     train = commands.add_parser("train")
     train.add_argument("--rounds", type=int, default=2)
@@ -350,6 +384,8 @@ def main(argv: list[str] | None = None) -> None:
     encode.add_argument("--rounds", type=int, default=3)
     encode.set_defaults(run=run_encoding)
     arguments = parser.parse_args(argv)
+    if arguments.avx2_kernels:
+        restart_with_avx2_kernels()
     arguments.run(arguments)
 
 
