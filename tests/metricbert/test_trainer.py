@@ -318,6 +318,40 @@ def test_length_groups_train_like_one_padded_batch(tmp_path, tiny_model_path, to
     np.testing.assert_allclose(histories[4], histories[1], rtol=1e-4, atol=1e-6)
 
 
+@pytest.mark.parametrize("groups", [1, 4])
+def test_two_runs_of_one_seed_end_with_the_same_weights_bit_for_bit(
+    tmp_path, tiny_model_path, tokenizer, wine_items, groups
+):
+    """Same seed, same weights, on two threads too: a gradient summed in thread order would differ
+    in its last bits, and Adam makes a near-zero gradient's noise a full step (the shared word
+    embedding lookup once indexed its rows, whose CPU backward has no fixed order)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        weights = []
+        for run in range(2):
+            args = _config(
+                tmp_path / str(run),
+                max_steps=4,
+                mlm_weight=1.0,
+                mlm_probability=0.15,
+                mlm_head_warmup_steps=1,
+                distill_weight=1.0,
+                length_groups=groups,
+            )
+            trainer = MetricBertTrainer(
+                load_masked_lm(tiny_model_path), args, train_dataset=wine_items, processing_class=tokenizer
+            )
+            trainer.train()
+            weights.append(
+                {name: parameter.detach().clone() for name, parameter in trainer.model.named_parameters()}
+            )
+    finally:
+        torch.set_num_threads(threads)
+    assert weights[0].keys() == weights[1].keys()
+    assert [name for name in weights[0] if not torch.equal(weights[0][name], weights[1][name])] == []
+
+
 def test_the_guide_cache_trains_like_the_guides_forward(tmp_path, tiny_model_path, tokenizer, wine_items):
     """With ``guide_embedding_cache`` the guide encodes the catalog once and each step looks its
     vectors up: the filter, the guard and the diagnostics see the same vectors, so the run logs
