@@ -177,26 +177,47 @@ def test_two_process_run_trains_evaluates_and_logs_across_processes(ddp_run, tin
     AutoModel.from_pretrained(ddp_run)
 
 
+def resume_from_step_two(run: Path, resumed: Path, model_path: str, *extra: str) -> None:
+    """A DDP run of the wines recipe in ``resumed``, from a copy of ``run``'s step-2 checkpoint."""
+    resumed.mkdir()
+    shutil.copytree(run / "checkpoint-2", resumed / "checkpoint-2")
+    train_wines(
+        "cpu.yaml", model_path, resumed, *extra, "--resume_from_checkpoint", str(resumed / "checkpoint-2")
+    )
+
+
 def test_two_process_run_resumes_from_its_checkpoint(tmp_path, tiny_model_path, ddp_run):
     resumed = tmp_path / "resumed"
-    resumed.mkdir()
-    shutil.copytree(ddp_run / "checkpoint-2", resumed / "checkpoint-2")
-    train_wines(
-        "cpu.yaml",
-        tiny_model_path,
-        resumed,
-        "--resume_from_checkpoint",
-        str(resumed / "checkpoint-2"),
-        # Recomputes activations, so DDP cannot search for unused parameters; the frozen MLM head
-        # must leave none, or the second step fails.
-        "--activation_checkpointing",
-        "true",
-    )
+    # Recomputes activations, so DDP cannot search for unused parameters; the frozen MLM head
+    # must leave none, or the second step fails.
+    resume_from_step_two(ddp_run, resumed, tiny_model_path, "--activation_checkpointing", "true")
     # Optimizer, scheduler, data order and each process's random state were restored: the
     # resumed run ends where the uninterrupted one did.
     assert_same_weights(resumed, ddp_run)
     state = json.loads((resumed / "checkpoint-4" / "trainer_state.json").read_text())
     assert state["global_step"] == 4
+
+
+def test_the_recipes_whole_objective_resumes_exactly_under_ddp(tmp_path, tiny_model_path):
+    """The MiniLM recipes' objective on two processes (MLM masks, the head's warm-up, the weight
+    ramp, length groups, the guard): a run resumed from its step-2 checkpoint skips the warm-up
+    and still ends on the uninterrupted run's weights, since the masks come from generators seeded
+    by the batch's texts and the warmed-up head is in the checkpoint."""
+    objective = flags(
+        mlm_weight=1.0,
+        mlm_probability=0.15,
+        mlm_head_warmup_steps=2,
+        mlm_weight_ramp_steps=2,
+        length_groups=4,
+        distill_weight=1.0,
+    )
+    uninterrupted = tmp_path / "uninterrupted"
+    train_wines("cpu.yaml", tiny_model_path, uninterrupted, *objective)
+    resumed = tmp_path / "resumed"
+    resume_from_step_two(uninterrupted, resumed, tiny_model_path, *objective)
+    assert_same_weights(resumed, uninterrupted)
+    logged = json.loads((uninterrupted / "checkpoint-4" / "trainer_state.json").read_text())["log_history"]
+    assert any(entry.get("mlm_loss", 0.0) > 0 for entry in logged)
 
 
 def test_deepspeed_zero2_trains_like_ddp_and_resumes_only_when_pickles_are_allowed(
