@@ -272,7 +272,13 @@ def warn_if_cores_idle(training_args: CatalogTrainerConfig) -> None:
 
 
 def configure_logging(training_args: MetricBertConfig) -> None:
+    """transformers' levels for its own loggers (``log_level``, ``log_level_replica``); this
+    package's few INFO lines (the catalog loaded, the max_length chosen, the MLM head's warm-up)
+    shown on the main process by default, as transformers' example scripts show theirs, while
+    transformers' own chatter stays at its default of warnings."""
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
     level = training_args.get_process_log_level()
-    logging.getLogger("metricbert_trainer").setLevel(level)
     transformers.utils.logging.set_verbosity(level)
+    if training_args.log_level == "passive" and training_args.should_log:
+        level = logging.INFO
+    logging.getLogger("metricbert_trainer").setLevel(level)

@@ -27,6 +27,9 @@ def test_accelerate_launch_trains_evaluates_and_saves(tmp_path, tiny_model_path)
     # Loss terms in the log, a progress bar, and the ranking metrics of the final evaluation.
     assert "'mlm_loss'" in result.stdout + result.stderr and "'triplet_loss'" in result.stdout + result.stderr
     assert "4/4" in result.stderr
+    # This package's INFO lines are shown without --log_level: the catalog and the max_length chosen.
+    assert "INFO metricbert_trainer.data.catalog: Loaded " in result.stderr
+    assert "INFO metricbert_trainer.data.lengths: max_length " in result.stderr
     state = json.loads((output_dir / "checkpoint-4" / "trainer_state.json").read_text())
     logged = [entry for entry in state["log_history"] if "triplet_loss" in entry]
     assert len(logged) == 2
