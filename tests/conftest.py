@@ -6,6 +6,7 @@ exercised) and shrinks everything else, so a training step takes milliseconds.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import logging
 import os
@@ -66,6 +67,44 @@ def transformers_caplog(caplog):
     library.addHandler(caplog.handler)
     yield caplog
     library.removeHandler(caplog.handler)
+
+
+@contextlib.contextmanager
+def intra_op_threads(count: int):
+    """torch's intra-op thread count set to ``count`` inside the block and restored after it."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(count)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
+def dropout_free_metric_model(path: str):
+    """The masked-LM at ``path`` with MetricBERT's forward, in eval mode and without dropout, so
+    that its vectors and gradients depend on the inputs alone."""
+    from metricbert_trainer.base.modeling import load_masked_lm
+    from metricbert_trainer.metricbert.forward import enable_metric_forward
+
+    model = load_masked_lm(path, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    model.eval()
+    return enable_metric_forward(model)
+
+
+def masked_wine_batch(wines_csv: Path, tokenizer, rows: int) -> dict:
+    """The catalog's first ``rows`` wines collated for MetricBERT, 30% of their tokens masked by a
+    seeded draw."""
+    import pandas as pd
+    import torch
+
+    from metricbert_trainer.metricbert.collator import MetricBertCollator
+
+    frame = pd.read_csv(wines_csv, nrows=rows)
+    items = [{"title": t, "description": d} for t, d in zip(frame.title, frame.description, strict=True)]
+    torch.manual_seed(0)
+    return MetricBertCollator(tokenizer, mlm_probability=0.3)(items)
 
 
 @pytest.fixture(scope="session")

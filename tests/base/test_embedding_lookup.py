@@ -3,17 +3,10 @@ import contextlib
 import pandas as pd
 import pytest
 import torch
+from conftest import dropout_free_metric_model, intra_op_threads, masked_wine_batch
 
 from metricbert_trainer.base.embedding_lookup import shared_word_embedding_lookup
-from metricbert_trainer.base.modeling import load_masked_lm
-from metricbert_trainer.metricbert.collator import MetricBertCollator
-from metricbert_trainer.metricbert.forward import PoolingInput, enable_metric_forward
-
-
-def _model(path):
-    model = load_masked_lm(path, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
-    model.eval()
-    return enable_metric_forward(model)
+from metricbert_trainer.metricbert.forward import PoolingInput
 
 
 def _texts(wines_csv, rows=12):
@@ -57,7 +50,7 @@ def test_encoder_calls_in_the_block_give_the_separate_lookups_vectors_and_gradie
 ):
     titles, descriptions = _texts(wines_csv)
     inputs = [tokenizer(texts, padding=True, return_tensors="pt") for texts in (titles, descriptions)]
-    model = _model(tiny_model_path)
+    model = dropout_free_metric_model(tiny_model_path)
     results = {}
     for shared in (False, True):
         model.zero_grad()
@@ -82,15 +75,8 @@ def test_encoder_calls_in_the_block_give_the_separate_lookups_vectors_and_gradie
 def test_a_training_pass_writes_the_table_gradient_once(tiny_model_path, tokenizer, wines_csv, pooling_input):
     """Two fields in three length groups (and the unmasked pass beside the masked one) are 6 to 12
     encoder calls; the table's dense gradient is written once."""
-    titles, descriptions = _texts(wines_csv)
-    torch.manual_seed(0)
-    batch = MetricBertCollator(tokenizer, mlm_probability=0.3)(
-        [
-            {"title": title, "description": description}
-            for title, description in zip(titles, descriptions, strict=True)
-        ]
-    )
-    model = _model(tiny_model_path)
+    batch = masked_wine_batch(wines_csv, tokenizer, rows=12)
+    model = dropout_free_metric_model(tiny_model_path)
 
     outputs = model(
         metric_batch=batch, fields=("title", "description"), pooling_input=pooling_input, length_groups=3
@@ -105,7 +91,7 @@ def test_without_gradients_or_with_a_frozen_table_the_block_changes_nothing(
 ):
     titles, _ = _texts(wines_csv)
     encoded = tokenizer(titles, padding=True, return_tensors="pt")
-    model = _model(tiny_model_path)
+    model = dropout_free_metric_model(tiny_model_path)
     table = model.get_input_embeddings()
     with torch.no_grad(), shared_word_embedding_lookup(model, [encoded["input_ids"]]):
         assert not table._forward_hooks
@@ -119,15 +105,11 @@ def test_the_table_gradient_is_the_same_on_every_backward(tiny_model_path, token
     float noise becomes a full step, and two runs of one seed drift apart."""
     titles, descriptions = _texts(wines_csv, rows=32)
     inputs = [tokenizer(texts, padding=True, return_tensors="pt") for texts in (titles, descriptions)]
-    model = _model(tiny_model_path)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(2)
-    try:
-        gradients = []
+    model = dropout_free_metric_model(tiny_model_path)
+    gradients = []
+    with intra_op_threads(2):
         for _ in range(8):
             model.zero_grad()
             _encode_and_backward(model, inputs, shared=True)
             gradients.append(model.get_input_embeddings().weight.grad.clone())
-    finally:
-        torch.set_num_threads(threads)
     assert all(torch.equal(gradient, gradients[0]) for gradient in gradients[1:])

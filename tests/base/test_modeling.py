@@ -2,9 +2,9 @@ import logging
 import shutil
 from pathlib import Path
 
-import pandas as pd
 import pytest
 import torch
+from conftest import dropout_free_metric_model, masked_wine_batch
 from safetensors.torch import load_file, save_file
 
 from metricbert_trainer.base import modeling
@@ -17,7 +17,7 @@ from metricbert_trainer.base.modeling import (
 )
 from metricbert_trainer.base.pooling import mean_pool
 from metricbert_trainer.metricbert.collator import MetricBertCollator
-from metricbert_trainer.metricbert.forward import PoolingInput, _metric_forward, enable_metric_forward
+from metricbert_trainer.metricbert.forward import PoolingInput, _metric_forward
 
 ITEMS = [
     {
@@ -35,16 +35,10 @@ ITEMS = [
 ]
 
 
-def _model(path):
-    model = load_masked_lm(path, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
-    model.eval()
-    return enable_metric_forward(model)
-
-
 def test_masked_only_head_matches_the_models_own_mlm_loss(tiny_model_path, tokenizer):
     torch.manual_seed(0)
     batch = MetricBertCollator(tokenizer, mlm_probability=0.3)(ITEMS)
-    model = _model(tiny_model_path)
+    model = dropout_free_metric_model(tiny_model_path)
     with torch.no_grad():
         ours = model(metric_batch=batch, fields=("title", "description"))
         # Reference: transformers' own forward over every token, both fields' masked tokens pooled.
@@ -66,7 +60,7 @@ def test_unknown_head_layout_falls_back_to_full_forward(tiny_model_path, tokeniz
     """Models whose head we cannot find get the full forward; both paths give the same numbers."""
     torch.manual_seed(0)
     batch = MetricBertCollator(tokenizer, mlm_probability=0.3)(ITEMS)
-    model = _model(tiny_model_path)
+    model = dropout_free_metric_model(tiny_model_path)
     fields = ("title", "description")
     with torch.no_grad():
         fast = _metric_forward(
@@ -83,7 +77,7 @@ def test_unmasked_pooling_sees_the_original_tokens(tiny_model_path, tokenizer):
     torch.manual_seed(0)
     masked_batch = MetricBertCollator(tokenizer, mlm_probability=0.5)(ITEMS)
     clean_batch = MetricBertCollator(tokenizer, mlm_probability=0.0)(ITEMS)
-    model = _model(tiny_model_path)
+    model = dropout_free_metric_model(tiny_model_path)
     with torch.no_grad():
         unmasked = model(
             metric_batch=masked_batch, fields=("title", "description"), pooling_input=PoolingInput.UNMASKED
@@ -145,11 +139,8 @@ def test_length_groups_give_the_whole_batch_vectors_loss_and_gradients(
 ):
     """Encoding each field in groups of similar length (each cut to its own longest text) is the
     whole-batch pass up to rounding: same vectors in batch order, same MLM loss, same gradients."""
-    frame = pd.read_csv(wines_csv, nrows=10)
-    items = [{"title": t, "description": d} for t, d in zip(frame.title, frame.description, strict=True)]
-    torch.manual_seed(0)
-    batch = MetricBertCollator(tokenizer, mlm_probability=0.3)(items)
-    model = _model(tiny_model_path)
+    batch = masked_wine_batch(wines_csv, tokenizer, rows=10)
+    model = dropout_free_metric_model(tiny_model_path)
     results = {}
     for groups in (1, 3, 16):
         model.zero_grad()
@@ -177,11 +168,8 @@ def test_one_head_call_scores_the_masked_tokens_of_every_field_and_group(
 ):
     """The vocabulary head runs once per pass, whatever the number of fields and length groups,
     so its weight gradient is computed once per step."""
-    frame = pd.read_csv(wines_csv, nrows=10)
-    items = [{"title": t, "description": d} for t, d in zip(frame.title, frame.description, strict=True)]
-    torch.manual_seed(0)
-    batch = MetricBertCollator(tokenizer, mlm_probability=0.3)(items)
-    model = _model(tiny_model_path)
+    batch = masked_wine_batch(wines_csv, tokenizer, rows=10)
+    model = dropout_free_metric_model(tiny_model_path)
     calls = []
     find_mlm_head(model).register_forward_hook(lambda module, inputs, output: calls.append(output.shape[0]))
     outputs = model(metric_batch=batch, fields=("title", "description"), length_groups=3)

@@ -17,6 +17,7 @@ import math
 
 import pytest
 import torch
+from conftest import intra_op_threads
 
 from metricbert_trainer.base.distances import Distance, paired_distance, pairwise_distance
 from metricbert_trainer.base.pooling import mean_pool
@@ -66,10 +67,8 @@ BATCHES = {
 def one_thread():
     """The tensors here hold a few dozen numbers: a second thread only adds a barrier to every op,
     which costs milliseconds whenever the other core is busy (the file then runs 6x slower)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+    with intra_op_threads(1):
+        yield
 
 
 def _every_loss_setting():

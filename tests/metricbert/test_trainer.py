@@ -3,6 +3,7 @@ import json
 import numpy as np
 import pytest
 import torch
+from conftest import intra_op_threads
 from transformers import AutoModel, AutoModelForMaskedLM
 
 from metricbert_trainer.base.modeling import load_masked_lm
@@ -325,10 +326,8 @@ def test_two_runs_of_one_seed_end_with_the_same_weights_bit_for_bit(
     """Same seed, same weights, on two threads too: a gradient summed in thread order would differ
     in its last bits, and Adam makes a near-zero gradient's noise a full step (the shared word
     embedding lookup once indexed its rows, whose CPU backward has no fixed order)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(2)
-    try:
-        weights = []
+    weights = []
+    with intra_op_threads(2):
         for run in range(2):
             args = _config(
                 tmp_path / str(run),
@@ -346,8 +345,6 @@ def test_two_runs_of_one_seed_end_with_the_same_weights_bit_for_bit(
             weights.append(
                 {name: parameter.detach().clone() for name, parameter in trainer.model.named_parameters()}
             )
-    finally:
-        torch.set_num_threads(threads)
     assert weights[0].keys() == weights[1].keys()
     assert [name for name in weights[0] if not torch.equal(weights[0][name], weights[1][name])] == []
 
