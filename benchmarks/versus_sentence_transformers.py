@@ -333,17 +333,21 @@ def cpu_name() -> str:
         return platform.machine()
 
 
+def avx2_kernels_set() -> bool:
+    """Whether this process was started with every library capped at AVX2 (``AVX2_KERNELS``)."""
+    return all(os.environ.get(name) == value for name, value in AVX2_KERNELS.items())
+
+
 def kernels() -> str:
     """The instruction set of ATen's kernels, and whether MKL and oneDNN were capped to AVX2."""
-    capped = all(os.environ.get(name) == value for name, value in AVX2_KERNELS.items())
     return f"{torch.backends.cpu.get_cpu_capability()} kernels" + (
-        " (MKL and oneDNN capped at AVX2)" if capped else ""
+        " (MKL and oneDNN capped at AVX2)" if avx2_kernels_set() else ""
     )
 
 
 def restart_with_avx2_kernels() -> None:
     """Run this command again in a process whose libraries load with AVX2 kernels only."""
-    if any(os.environ.get(name) != value for name, value in AVX2_KERNELS.items()):
+    if not avx2_kernels_set():
         os.execve(sys.executable, [sys.executable, *sys.argv], {**os.environ, **AVX2_KERNELS})
 
 

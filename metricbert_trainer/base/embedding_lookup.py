@@ -32,12 +32,10 @@ def shared_word_embedding_lookup(model: PreTrainedModel, token_ids: Iterable[tor
     call of the layer).
     """
     table = model.get_input_embeddings()
-    weight = getattr(table, "weight", None)
     if (
         not torch.is_grad_enabled()
         or not isinstance(table, torch.nn.Embedding)
-        or weight is None
-        or not weight.requires_grad
+        or not table.weight.requires_grad
         or is_partitioned(model)
     ):
         yield

@@ -279,6 +279,5 @@ def configure_logging(training_args: MetricBertConfig) -> None:
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
     level = training_args.get_process_log_level()
     transformers.utils.logging.set_verbosity(level)
-    if training_args.log_level == "passive" and training_args.should_log:
-        level = logging.INFO
-    logging.getLogger("metricbert_trainer").setLevel(level)
+    shows_info = training_args.log_level == "passive" and training_args.should_log
+    logging.getLogger("metricbert_trainer").setLevel(logging.INFO if shows_info else level)
