@@ -280,7 +280,12 @@ class MaskedTokenLoss:
 
 
 def whole_copy(module: torch.nn.Module) -> torch.nn.Module:
-    """A deep copy of ``module`` with plain, complete parameters, gathering ZeRO-3 partitions first."""
+    """A deep copy of ``module`` with plain, complete parameters, gathering ZeRO-3 partitions first.
+
+    Parameters shared between submodules (an MLM decoder tied to the word embeddings) stay one
+    parameter in the copy, as ``copy.deepcopy`` keeps them, so code that tells a head's own
+    parameters from the encoder's (``mlm_head_own_parameters``) reads the copy as it reads the model.
+    """
     if not is_partitioned(module):
         return copy.deepcopy(module)
     import deepspeed
@@ -288,8 +293,32 @@ def whole_copy(module: torch.nn.Module) -> torch.nn.Module:
     with deepspeed.zero.GatheredParameters(list(module.parameters())):
         duplicate = copy.deepcopy(module)
         # The copies still carry ZeRO's bookkeeping; plain parameters drop it.
+        plain: dict[int, torch.nn.Parameter] = {}
         for owner in duplicate.modules():
             for name, parameter in list(owner._parameters.items()):
-                if parameter is not None:
-                    owner._parameters[name] = torch.nn.Parameter(parameter.data.clone(), requires_grad=False)
+                if parameter is None:
+                    continue
+                if id(parameter) not in plain:
+                    plain[id(parameter)] = torch.nn.Parameter(parameter.data.clone(), requires_grad=False)
+                owner._parameters[name] = plain[id(parameter)]
     return duplicate
+
+
+def copy_parameters_into_partitioned(
+    target: torch.nn.Module, source: torch.nn.Module, names: list[str]
+) -> None:
+    """Writes ``source``'s parameters ``names`` (whole, plain) into ``target``'s ZeRO-3 partitions.
+
+    Every process must call it: the parameters are gathered, the first process's values are
+    written, and DeepSpeed partitions them again on leaving, so every process holds its shard of
+    process 0's values.
+    """
+    import deepspeed
+
+    targets = dict(target.named_parameters())
+    sources = dict(source.named_parameters())
+    gathered = [targets[name] for name in names]
+    with deepspeed.zero.GatheredParameters(gathered, modifier_rank=0), torch.no_grad():
+        if torch.distributed.get_rank() == 0:
+            for name, parameter in zip(names, gathered, strict=True):
+                parameter.copy_(sources[name].to(parameter.device, parameter.dtype))

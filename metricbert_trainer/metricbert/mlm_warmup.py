@@ -23,8 +23,13 @@ from torch.utils.data import DataLoader
 
 from metricbert_trainer.base.collator import field_inputs
 from metricbert_trainer.base.distributed import world_size
-from metricbert_trainer.base.modeling import find_mlm_head, is_partitioned, mlm_head_own_parameters
-from metricbert_trainer.errors import UsageError
+from metricbert_trainer.base.modeling import (
+    copy_parameters_into_partitioned,
+    find_mlm_head,
+    is_partitioned,
+    mlm_head_own_parameters,
+    whole_copy,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -84,15 +89,28 @@ def warm_up_mlm_head(
     In a distributed run every process calls this with its own shard of the data; the head's
     gradients are averaged over processes before each step, so the heads stay identical.
     ``autocast`` is a zero-argument callable returning the run's mixed-precision context.
-    It runs on whole weights, outside the training engine, so it refuses a model that DeepSpeed
-    ZeRO-3 has partitioned (warm the head up in a run without ZeRO-3, or start from a model whose
-    MLM head is trained, as BERT's and RoBERTa's are).
+
+    It runs outside the training engine, on whole weights. A model DeepSpeed ZeRO-3 has
+    partitioned is warmed up in a whole copy (``modeling.whole_copy``, held by every process for
+    the warm-up only), whose head is then written back into the partitions: the same head a DDP
+    run warms up, at the cost of one whole model per process while it lasts.
     """
-    if is_partitioned(model):
-        raise UsageError(
-            "mlm_head_warmup_steps does not work under DeepSpeed ZeRO-3 (its weights are partitioned): "
-            "use ZeRO-2, DDP or FSDP, or set mlm_head_warmup_steps: 0 for a model whose MLM head is trained."
-        )
+    if not is_partitioned(model):
+        return _warm_up_whole(model, loader, fields, steps, learning_rate, device, autocast)
+    names = head_parameter_names(model)
+    whole = whole_copy(model)
+    warmup = _warm_up_whole(whole, loader, fields, steps, learning_rate, device, autocast)
+    copy_parameters_into_partitioned(model, whole, names)
+    return warmup
+
+
+def head_parameter_names(model: torch.nn.Module) -> list[str]:
+    """The names, in ``model.named_parameters()``, of the parameters the warm-up trains."""
+    trained = {id(parameter) for parameter in head_parameters(model)}
+    return [name for name, parameter in model.named_parameters() if id(parameter) in trained]
+
+
+def _warm_up_whole(model, loader, fields, steps, learning_rate, device, autocast) -> MlmHeadWarmup:
     parameters = head_parameters(model)
     frozen = [parameter for parameter in parameters if not parameter.requires_grad]
     for parameter in frozen:

@@ -101,6 +101,14 @@ def assert_same_weights(actual: Path, expected: Path, atol: float = 1e-6) -> Non
     assert worst <= atol, f"{actual} differs from {expected} by up to {worst}"
 
 
+def consolidate(checkpoint: Path, destination: Path) -> None:
+    """``metricbert consolidate`` of a DeepSpeed checkpoint into an ordinary one in ``destination``."""
+    command = [sys.executable, "-m", "metricbert_trainer.cli", "consolidate"]
+    command += [str(checkpoint), str(destination), "--allow-pickle"]
+    result = subprocess.run(command, env=LAUNCH_ENV, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+
+
 @pytest.fixture(scope="module")
 def ddp_run(tmp_path_factory, tiny_model_path) -> Path:
     """The uninterrupted two-process DDP run every other run is compared with."""
@@ -198,26 +206,48 @@ def test_two_process_run_resumes_from_its_checkpoint(tmp_path, tiny_model_path, 
     assert state["global_step"] == 4
 
 
-def test_the_recipes_whole_objective_resumes_exactly_under_ddp(tmp_path, tiny_model_path):
-    """The MiniLM recipes' objective on two processes (MLM masks, the head's warm-up, the weight
-    ramp, length groups, the guard): a run resumed from its step-2 checkpoint skips the warm-up
-    and still ends on the uninterrupted run's weights, since the masks come from generators seeded
-    by the batch's texts and the warmed-up head is in the checkpoint."""
-    objective = flags(
-        mlm_weight=1.0,
-        mlm_probability=0.15,
-        mlm_head_warmup_steps=2,
-        mlm_weight_ramp_steps=2,
-        length_groups=4,
-        distill_weight=1.0,
-    )
-    uninterrupted = tmp_path / "uninterrupted"
-    train_wines("cpu.yaml", tiny_model_path, uninterrupted, *objective)
+# The MiniLM recipes' objective: MLM masks, the head's warm-up, the weight ramp, length groups, the guard.
+WHOLE_OBJECTIVE = flags(
+    mlm_weight=1.0,
+    mlm_probability=0.15,
+    mlm_head_warmup_steps=2,
+    mlm_weight_ramp_steps=2,
+    length_groups=4,
+    distill_weight=1.0,
+)
+
+
+@pytest.fixture(scope="module")
+def ddp_whole_objective_run(tmp_path_factory, tiny_model_path) -> Path:
+    """An uninterrupted two-process DDP run of ``WHOLE_OBJECTIVE``."""
+    output_dir = tmp_path_factory.mktemp("ddp-whole-objective") / "run"
+    train_wines("cpu.yaml", tiny_model_path, output_dir, *WHOLE_OBJECTIVE)
+    return output_dir
+
+
+def test_the_recipes_whole_objective_resumes_exactly_under_ddp(
+    tmp_path, tiny_model_path, ddp_whole_objective_run
+):
+    """A run resumed from its step-2 checkpoint skips the warm-up and still ends on the
+    uninterrupted run's weights, since the masks come from generators seeded by the batch's texts
+    and the warmed-up head is in the checkpoint."""
     resumed = tmp_path / "resumed"
-    resume_from_step_two(uninterrupted, resumed, tiny_model_path, *objective)
-    assert_same_weights(resumed, uninterrupted)
-    logged = json.loads((uninterrupted / "checkpoint-4" / "trainer_state.json").read_text())["log_history"]
-    assert any(entry.get("mlm_loss", 0.0) > 0 for entry in logged)
+    resume_from_step_two(ddp_whole_objective_run, resumed, tiny_model_path, *WHOLE_OBJECTIVE)
+    assert_same_weights(resumed, ddp_whole_objective_run)
+    logged = json.loads((ddp_whole_objective_run / "checkpoint-4" / "trainer_state.json").read_text())
+    assert any(entry.get("mlm_loss", 0.0) > 0 for entry in logged["log_history"])
+
+
+def test_zero3_warms_the_partitioned_head_up_as_ddp_does(tmp_path, tiny_model_path, ddp_whole_objective_run):
+    """Under ZeRO-3 the head is warmed up in a whole copy and written back into the partitions;
+    the run then ends where DDP's does. The warm-up moves the head by about its learning rate
+    (1e-3 a step), so a head left cold misses the tolerance by far (5.7e-3 against 8.4e-7 when written back)."""
+    output_dir = tmp_path / "zero3"
+    result = train_wines("zero3.yaml", tiny_model_path, output_dir, *WHOLE_OBJECTIVE)
+    assert "MLM-head warm-up, 2 steps" in result.stderr
+    consolidated = tmp_path / "consolidated"
+    consolidate(output_dir / "checkpoint-4", consolidated)
+    assert_same_weights(consolidated, ddp_whole_objective_run, atol=1e-5)
 
 
 def test_deepspeed_zero2_trains_like_ddp_and_resumes_only_when_pickles_are_allowed(
@@ -247,22 +277,7 @@ def test_deepspeed_zero3_checkpoint_consolidates_into_an_ordinary_checkpoint(
     shards = sorted(path.name for path in (output_dir / "checkpoint-4" / "global_step4").iterdir())
     assert "zero_pp_rank_1_mp_rank_00_model_states.pt" in shards  # parameters were partitioned
     consolidated = tmp_path / "consolidated"
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "metricbert_trainer.cli",
-            "consolidate",
-            str(output_dir / "checkpoint-4"),
-            str(consolidated),
-            "--allow-pickle",
-        ],
-        env=LAUNCH_ENV,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
+    consolidate(output_dir / "checkpoint-4", consolidated)
     assert (consolidated / "model.safetensors").is_file() and (consolidated / "tokenizer.json").is_file()
     assert (consolidated / "modules.json").is_file() and (consolidated / "README.md").is_file()
     AutoModel.from_pretrained(consolidated)
