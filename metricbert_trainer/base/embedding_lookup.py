@@ -17,6 +17,7 @@ import contextlib
 from collections.abc import Iterable, Iterator
 
 import torch
+from torch.distributed.tensor import DTensor
 from transformers import PreTrainedModel
 
 from metricbert_trainer.base.modeling import is_partitioned
@@ -28,8 +29,10 @@ def shared_word_embedding_lookup(model: PreTrainedModel, token_ids: Iterable[tor
     the block's encoder calls will read) come from one lookup.
 
     It acts only where it saves work: when gradients are being recorded for a trainable table
-    whose parameters are whole on this process (not ZeRO-3 shards, which DeepSpeed gathers per
-    call of the layer).
+    whose parameters are whole on this process. ZeRO-3 and FSDP2 shards are gathered per call of
+    the module that owns them, and FSDP2 gathers the table only for a call of its group's outer
+    module (the embeddings), not of the table itself; under either the calls look the table up
+    as the model does.
     """
     table = model.get_input_embeddings()
     if (
@@ -37,6 +40,7 @@ def shared_word_embedding_lookup(model: PreTrainedModel, token_ids: Iterable[tor
         or not isinstance(table, torch.nn.Embedding)
         or not table.weight.requires_grad
         or is_partitioned(model)
+        or isinstance(table.weight, DTensor)
     ):
         yield
         return

@@ -31,6 +31,7 @@ from metricbert_trainer.base.checkpoints import (
 from metricbert_trainer.base.collator import batch_slots, count_truncated
 from metricbert_trainer.base.config import CatalogTrainerConfig
 from metricbert_trainer.base.distributed import mean_by_name_across_processes
+from metricbert_trainer.base.fsdp2 import shard_with_tied_parameters_together
 from metricbert_trainer.base.modeling import (
     freeze_mlm_head,
     load_masked_lm,
@@ -362,6 +363,13 @@ class CatalogTrainer(Trainer):
                 1 - share,
             )
         return output
+
+    def create_optimizer(self, model=None) -> torch.optim.Optimizer:
+        """``Trainer.create_optimizer``; under FSDP2 the model is sharded first, with its tied
+        parameters in one group (``fsdp2.shard_with_tied_parameters_together``)."""
+        if self.is_fsdp_enabled and self.accelerator.is_fsdp2:
+            shard_with_tied_parameters_together(self.model, self.accelerator)
+        return super().create_optimizer(model)
 
     def starting_encoder_copy(self, model: PreTrainedModel) -> torch.nn.Module:
         """A whole, frozen copy of the encoder before training, for ``trained_weight_share``."""
