@@ -5,9 +5,11 @@ shares two: the MLM decoder's weight is the word-embedding table, and its bias i
 ``bias``. accelerate's own plan (``fsdp2_prepare_model``, accelerate 1.15) gives the embeddings
 layer a group of its own (it is in ``_no_split_modules``), then groups the decoder with the word
 embeddings and leaves the head's ``bias`` to the root, so ``fsdp.yaml`` failed before the first
-step on every model this package trains. Here the embeddings layer and the MLM head share one
-group, every other layer accelerate's wrap policy names gets its own, and the root takes the rest;
-accelerate then finds the model already sharded and leaves it as it is.
+step on every masked-LM model this package trains; on a token classifier, which ties nothing, it
+shards the word embeddings a second time inside the embeddings layer it has just sharded, and
+fails too. Here the embeddings layer and the MLM head share one group when they share
+parameters, every other layer accelerate's wrap policy names gets its own, and the root takes the
+rest; accelerate then finds the model already sharded and leaves it as it is.
 
 It runs before the optimizer is built (``CatalogTrainer.create_optimizer``), so the optimizer holds
 the sharded parameters, as it does when accelerate shards.
@@ -58,16 +60,17 @@ def shard_with_tied_parameters_together(model: torch.nn.Module, accelerator: Acc
         for module in get_module_children_bottom_up(model)[:-1]
         if id(module) not in in_tied_group and wraps_on_its_own(module)
     ]
-    tied_names = " and ".join(type(module).__name__ for module in tied_group)
+    together = " and ".join(type(module).__name__ for module in tied_group)
     for module in own_groups:
         fully_shard(module, **settings)
-    fully_shard(tied_group, **settings)
+    if tied_group:
+        fully_shard(tied_group, **settings)
     # As accelerate does for the root: torch decides whether to reshard it after the forward.
     fully_shard(model, **{name: value for name, value in settings.items() if name != "reshard_after_forward"})
     logger.info(
-        "FSDP2: %d layers sharded in groups of their own, %s in one group (tied parameters), the rest with the root.",
+        "FSDP2: %d layers sharded in groups of their own, %s, the rest with the root.",
         len(own_groups),
-        tied_names,
+        f"{together} in one group (tied parameters)" if together else "no tied parameters",
     )
 
 
@@ -76,10 +79,13 @@ def tied_parameter_group(
 ) -> list[torch.nn.Module]:
     """The modules that must share one FSDP2 group: the MLM head, and the word embeddings or the
     outermost module holding them that ``wraps_on_its_own`` (the wrap policy) would shard alone.
+    Empty for a model that registers no parameter twice (a token classifier).
 
     Raises when a parameter of the group is also registered outside it (a layout this plan does
     not know).
     """
+    if not has_shared_parameters(model):
+        return []
     head = find_mlm_head(model)
     if head is None:
         raise UsageError(
@@ -102,6 +108,12 @@ def tied_parameter_group(
                 "cannot place it in one group. Use DDP or DeepSpeed (accelerate_configs/ddp.yaml, zero2.yaml, zero3.yaml)."
             )
     return group
+
+
+def has_shared_parameters(model: torch.nn.Module) -> bool:
+    """Whether some parameter is registered under two names (tied weights)."""
+    names = sum(1 for _ in model.named_parameters(remove_duplicate=False))
+    return names > sum(1 for _ in model.parameters())
 
 
 def _contains(ancestor: torch.nn.Module, module: torch.nn.Module) -> bool:

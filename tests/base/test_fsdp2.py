@@ -5,7 +5,12 @@ from __future__ import annotations
 
 import pytest
 import torch
-from transformers import AutoModel, AutoModelForMaskedLM, RobertaConfig, RobertaForMaskedLM
+from transformers import (
+    AutoModelForMaskedLM,
+    AutoModelForTokenClassification,
+    RobertaConfig,
+    RobertaForMaskedLM,
+)
 
 from metricbert_trainer.base.fsdp2 import tied_parameter_group
 from metricbert_trainer.errors import UsageError
@@ -58,6 +63,14 @@ def test_roberta_groups_its_lm_head(tokenizer):
     assert len(shared_parameters(model)) == 2 and shared_parameters(model) <= grouped
 
 
-def test_a_model_without_an_mlm_head_is_refused_with_the_engines_that_work(tiny_model_path):
+def test_a_model_that_ties_nothing_needs_no_shared_group(tiny_model_path):
+    model = AutoModelForTokenClassification.from_pretrained(tiny_model_path, num_labels=3)
+    assert tied_parameter_group(model, wraps_classes(*model._no_split_modules)) == []
+
+
+def test_tied_parameters_in_a_head_this_package_does_not_know_are_refused(tiny_model_path):
+    model = AutoModelForMaskedLM.from_pretrained(tiny_model_path)
+    model.renamed_head = model.cls
+    del model.cls
     with pytest.raises(UsageError, match="ddp.yaml"):
-        tied_parameter_group(AutoModel.from_pretrained(tiny_model_path), wraps_classes("BertLayer"))
+        tied_parameter_group(model, wraps_classes("BertLayer"))
