@@ -38,6 +38,10 @@ def tokenizer(minilm_path):
     return AutoTokenizer.from_pretrained(minilm_path)
 
 
+# The sizes of the tiny randomly initialised encoders the fast tests train.
+TINY_ENCODER = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 64}
+
+
 @pytest.fixture(scope="session")
 def tiny_model_path(tmp_path_factory, tokenizer) -> str:
     """A saved tiny BertForMaskedLM (2 layers, hidden 32) with the MiniLM tokenizer beside it."""
@@ -45,14 +49,7 @@ def tiny_model_path(tmp_path_factory, tokenizer) -> str:
     from transformers import BertConfig, BertForMaskedLM
 
     torch.manual_seed(0)
-    config = BertConfig(
-        vocab_size=tokenizer.vocab_size,
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=64,
-        max_position_embeddings=128,
-    )
+    config = BertConfig(vocab_size=tokenizer.vocab_size, max_position_embeddings=128, **TINY_ENCODER)
     path = tmp_path_factory.mktemp("tiny-bert")
     BertForMaskedLM(config).save_pretrained(path)
     tokenizer.save_pretrained(path)

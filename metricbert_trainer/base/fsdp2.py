@@ -84,7 +84,7 @@ def tied_parameter_group(
     Raises when a parameter of the group is also registered outside it (a layout this plan does
     not know).
     """
-    if not has_shared_parameters(model):
+    if not shared_parameters(model):
         return []
     head = find_mlm_head(model)
     if head is None:
@@ -110,10 +110,12 @@ def tied_parameter_group(
     return group
 
 
-def has_shared_parameters(model: torch.nn.Module) -> bool:
-    """Whether some parameter is registered under two names (tied weights)."""
-    names = sum(1 for _ in model.named_parameters(remove_duplicate=False))
-    return names > sum(1 for _ in model.parameters())
+def shared_parameters(model: torch.nn.Module) -> set[int]:
+    """The ids of the parameters registered under more than one name (tied weights)."""
+    seen, shared = set(), set()
+    for _, parameter in model.named_parameters(remove_duplicate=False):
+        (shared if id(parameter) in seen else seen).add(id(parameter))
+    return shared
 
 
 def _contains(ancestor: torch.nn.Module, module: torch.nn.Module) -> bool:

@@ -367,7 +367,7 @@ class CatalogTrainer(Trainer):
     def create_optimizer(self, model=None) -> torch.optim.Optimizer:
         """``Trainer.create_optimizer``; under FSDP2 the model is sharded first, with its tied
         parameters in one group (``fsdp2.shard_with_tied_parameters_together``)."""
-        if self.is_fsdp_enabled and self.accelerator.is_fsdp2:
+        if self.accelerator.is_fsdp2:
             shard_with_tied_parameters_together(self.model, self.accelerator)
         return super().create_optimizer(model)
 

@@ -97,17 +97,11 @@ def warm_up_mlm_head(
     """
     if not is_partitioned(model):
         return _warm_up_whole(model, loader, fields, steps, learning_rate, device, autocast)
-    names = head_parameter_names(model)
     whole = whole_copy(model)
     warmup = _warm_up_whole(whole, loader, fields, steps, learning_rate, device, autocast)
-    copy_parameters_into_partitioned(model, whole, names)
+    trained = [name for name, _ in mlm_head_own_parameters(model)]
+    copy_parameters_into_partitioned(find_mlm_head(model), find_mlm_head(whole), trained)
     return warmup
-
-
-def head_parameter_names(model: torch.nn.Module) -> list[str]:
-    """The names, in ``model.named_parameters()``, of the parameters the warm-up trains."""
-    trained = {id(parameter) for parameter in head_parameters(model)}
-    return [name for name, parameter in model.named_parameters() if id(parameter) in trained]
 
 
 def _warm_up_whole(model, loader, fields, steps, learning_rate, device, autocast) -> MlmHeadWarmup:

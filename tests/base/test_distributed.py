@@ -196,13 +196,20 @@ def test_two_process_run_trains_evaluates_and_logs_across_processes(ddp_run, tin
     AutoModel.from_pretrained(ddp_run)
 
 
-def resume_from_step_two(run: Path, resumed: Path, model_path: str, *extra: str) -> None:
-    """A DDP run of the wines recipe in ``resumed``, from a copy of ``run``'s step-2 checkpoint."""
+def resume_from_step_two(
+    run: Path,
+    resumed: Path,
+    model_path: str,
+    *extra: str,
+    config: str = "cpu.yaml",
+    launcher: Path | None = None,
+) -> None:
+    """A run of the wines recipe (DDP unless ``config`` says otherwise) in ``resumed``, from a
+    copy of ``run``'s step-2 checkpoint."""
     resumed.mkdir()
     shutil.copytree(run / "checkpoint-2", resumed / "checkpoint-2")
-    train_wines(
-        "cpu.yaml", model_path, resumed, *extra, "--resume_from_checkpoint", str(resumed / "checkpoint-2")
-    )
+    resume = ("--resume_from_checkpoint", str(resumed / "checkpoint-2"))
+    train_wines(config, model_path, resumed, *extra, *resume, launcher=launcher)
 
 
 def test_two_process_run_resumes_from_its_checkpoint(tmp_path, tiny_model_path, ddp_run):
@@ -279,13 +286,16 @@ def test_fsdp2_shards_the_whole_objective_trains_like_ddp_and_resumes_exactly(
     AutoModel.from_pretrained(output_dir)
 
     resumed = tmp_path / "fsdp2-resumed"
-    resumed.mkdir()
-    shutil.copytree(output_dir / "checkpoint-2", resumed / "checkpoint-2")
-    resume = ("--resume_from_checkpoint", str(resumed / "checkpoint-2"))
     # The recipe's activation checkpointing (bert_large.yaml has it on) recomputes inside the shards.
     checkpointing = ("--activation_checkpointing", "true")
-    train_wines(
-        "fsdp.yaml", tiny_model_path, resumed, *WHOLE_OBJECTIVE, *resume, *checkpointing, launcher=fsdp
+    resume_from_step_two(
+        output_dir,
+        resumed,
+        tiny_model_path,
+        *WHOLE_OBJECTIVE,
+        *checkpointing,
+        config="fsdp.yaml",
+        launcher=fsdp,
     )
     assert_same_weights(resumed, output_dir)
 

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import pytest
-import torch
+from conftest import TINY_ENCODER
 from transformers import (
     AutoModelForMaskedLM,
     AutoModelForTokenClassification,
@@ -12,20 +12,13 @@ from transformers import (
     RobertaForMaskedLM,
 )
 
-from metricbert_trainer.base.fsdp2 import tied_parameter_group
+from metricbert_trainer.base.fsdp2 import shared_parameters, tied_parameter_group
 from metricbert_trainer.errors import UsageError
 
 
 def wraps_classes(*names: str):
     """A wrap policy like accelerate's transformer-based one, for the classes ``names``."""
     return lambda module: type(module).__name__ in names
-
-
-def shared_parameters(model: torch.nn.Module) -> set[int]:
-    seen, shared = set(), set()
-    for _, parameter in model.named_parameters(remove_duplicate=False):
-        (shared if id(parameter) in seen else seen).add(id(parameter))
-    return shared
 
 
 def test_bert_embeddings_and_mlm_head_share_a_group_that_holds_every_tied_parameter(tiny_model_path):
@@ -48,14 +41,8 @@ def test_a_policy_that_leaves_the_embeddings_alone_groups_the_word_table_itself(
 
 
 def test_roberta_groups_its_lm_head(tokenizer):
-    config = RobertaConfig(
-        vocab_size=tokenizer.vocab_size,
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=64,
-        max_position_embeddings=130,
-    )
+    # RoBERTa's positions start after its padding index, hence two positions more than BERT's 128.
+    config = RobertaConfig(vocab_size=tokenizer.vocab_size, max_position_embeddings=130, **TINY_ENCODER)
     model = RobertaForMaskedLM(config)
     group = tied_parameter_group(model, wraps_classes(*model._no_split_modules))
     assert group == [model.roberta.embeddings, model.lm_head]
