@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import random
 import re
 import statistics
 import subprocess
@@ -28,6 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
+
+from metricbert_trainer.data.evaluation_sets import draw_annotations
 
 HERE = Path(__file__).resolve().parent
 MIRROR = "http://deb.debian.org/debian"
@@ -336,31 +337,6 @@ def similar_items(
     return {name: sorted(others) for name, others in similar.items()}
 
 
-def draw_annotations(
-    similar: dict[str, list[str]], titles: dict[str, str], seed: int, seeds: int, per_seed: int
-) -> pd.DataFrame:
-    """``seeds`` random seeds among the packages with at least ``per_seed`` similar ones, and
-    ``per_seed`` of those drawn at random, in the layout of the wine proxy annotations."""
-    rng = random.Random(seed)
-    eligible = sorted(name for name, others in similar.items() if len(others) >= per_seed)
-    if len(eligible) < seeds:
-        raise SystemExit(
-            f"Only {len(eligible)} packages have {per_seed} similar ones; {seeds} seeds are needed. "
-            "Lower --min-jaccard or raise --max-tag-share."
-        )
-    rows = [
-        {
-            "seed_id": seed_name,
-            "seed_title": titles[seed_name],
-            "recommended_id": item,
-            "recommended_title": titles[item],
-        }
-        for seed_name in rng.sample(eligible, seeds)
-        for item in rng.sample(similar[seed_name], per_seed)
-    ]
-    return pd.DataFrame(rows)
-
-
 # --- reporting and writing ------------------------------------------------------------------
 
 
@@ -436,7 +412,9 @@ def build(lists_dir: Path, output_dir: Path, options: argparse.Namespace) -> dic
     tags, common_tags = informative_tags(items, options.max_tag_share)
     similar = similar_items(items, tags, options.min_jaccard, options.min_shared_tags)
     titles = {package.name: package.title for package in items}
-    annotations = draw_annotations(similar, titles, options.seed, SEEDS, ITEMS_PER_SEED)
+    annotations = draw_annotations(
+        similar, titles, seeds=SEEDS, per_seed=ITEMS_PER_SEED, rng_seed=options.seed
+    )
 
     output_dir.mkdir(parents=True, exist_ok=True)
     catalog_path = output_dir / f"debian-packages-{len(items)}.csv"

@@ -1,0 +1,309 @@
+"""The quality tables of README.md and docs/quality.md, reproduced by one command.
+
+A benchmark file (``benchmarks/quality.yaml``) names, for each development benchmark, its
+catalog, its masked-label view of that catalog, its annotation files by split (``dev``: the
+seeds every choice of default was made on; ``test``: seeds drawn by the same rule that no choice
+has seen) and the recipe command that trains its default model. The command
+
+1. trains the default recipe once per training seed, into ``--models-dir`` (a model already
+   there is reused, so an interrupted run goes on where it stopped);
+2. ranks each catalog view with TF-IDF per field, the zero-shot starting encoder and every
+   trained model (Metric_Inf, at the ``max_length`` the recipe chooses from the catalog), on
+   every split;
+3. writes one JSON line per (benchmark, view, split, model, training seed) and prints the tables:
+   one per split, each model's mean and standard deviation over training seeds, and the trained
+   model's gain over its start.
+
+The TF-IDF rows are deterministic: ``tests/scripts/test_quality_tables.py`` recomputes them and
+fails when README.md states other numbers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import statistics
+import subprocess
+import sys
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import yaml
+from transformers import AutoTokenizer
+
+from metricbert_trainer.base.modeling import load_masked_lm, resolve_model_name
+from metricbert_trainer.data.annotations import Annotations, load_annotations
+from metricbert_trainer.data.catalog import Catalog, load_catalog
+from metricbert_trainer.data.lengths import data_driven_max_length
+from metricbert_trainer.evaluation.evaluator import evaluate_vectors
+from metricbert_trainer.evaluation.scorers import EncoderScorer, TfidfScorer, VectorScorer, load_encoder
+from metricbert_trainer.publishing.markdown import markdown_table
+
+logger = logging.getLogger(__name__)
+
+METRICS = ("mpr", "mrr", "hr@10", "hr@100", "map", "ndcg@20")
+SPLITS = ("dev", "test")
+VIEWS = ("plain", "masked")
+TFIDF = "TF-IDF (per field)"
+ZERO_SHOT = "MiniLM zero-shot"
+TRAINED = "default recipe"
+COMMAND = "python benchmarks/quality_tables.py"
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    """One development benchmark: its catalog views, annotation files by split, and training command."""
+
+    name: str
+    catalog: str
+    masked_catalog: str
+    annotations: dict[str, str]
+    recipe: tuple[str, ...]
+
+    def catalog_path(self, view: str) -> str:
+        return self.catalog if view == "plain" else self.masked_catalog
+
+
+@dataclass(frozen=True)
+class QualitySpec:
+    """The benchmark file: the starting model, the training seeds and the benchmarks."""
+
+    model: str
+    train_seeds: tuple[int, ...]
+    benchmarks: tuple[Benchmark, ...]
+
+    @classmethod
+    def from_yaml(cls, path: str | Path) -> QualitySpec:
+        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+        benchmarks = tuple(
+            Benchmark(
+                name=name,
+                catalog=entry["catalog"],
+                masked_catalog=entry["masked_catalog"],
+                annotations=dict(entry["annotations"]),
+                recipe=tuple(str(part) for part in entry["recipe"]),
+            )
+            for name, entry in data["benchmarks"].items()
+        )
+        for benchmark in benchmarks:
+            if set(benchmark.annotations) != set(SPLITS):
+                raise ValueError(f"{path}: {benchmark.name} must name annotations for {SPLITS}.")
+        return cls(data["model"], tuple(data["train_seeds"]), benchmarks)
+
+
+def model_folder(models_dir: Path, benchmark: Benchmark, seed: int) -> Path:
+    return models_dir / benchmark.name / f"seed-{seed}"
+
+
+def train_default(benchmark: Benchmark, seed: int, folder: Path, threads: int) -> None:
+    """Trains the benchmark's default recipe with one seed into ``folder``, unless a model is there.
+
+    The recipe runs as a user launches it; only the seed, the folder, no checkpoints and no
+    annotations (ranking is this script's job, on every split) differ from its defaults.
+    """
+    if (folder / "model.safetensors").is_file():
+        logger.info("Reusing the %s model of seed %d in %s.", benchmark.name, seed, folder)
+        return
+    command = [
+        sys.executable, "-m", "accelerate.commands.launch",
+        "--num_processes", "1", "--num_cpu_threads_per_process", str(threads),
+        *benchmark.recipe,
+        "--seed", str(seed), "--output_dir", str(folder), "--save_strategy", "no", "--annotations", "",
+    ]  # fmt: skip
+    logger.info("Training %s, seed %d: %s", benchmark.name, seed, " ".join(command))
+    subprocess.run(command, check=True)
+
+
+def catalog_views(benchmark: Benchmark) -> dict[str, Catalog]:
+    views = {view: load_catalog(benchmark.catalog_path(view)) for view in VIEWS}
+    if views["plain"].ids != views["masked"].ids:
+        raise ValueError(
+            f"{benchmark.masked_catalog} does not hold the items of {benchmark.catalog}, in order."
+        )
+    return views
+
+
+def split_annotations(benchmark: Benchmark, catalog: Catalog) -> dict[str, Annotations]:
+    return {split: load_annotations(path, catalog) for split, path in benchmark.annotations.items()}
+
+
+def score_rows(
+    benchmark: Benchmark,
+    views: dict[str, Catalog],
+    annotations: dict[str, Annotations],
+    model: str,
+    scorer: VectorScorer,
+    train_seed: int | None = None,
+) -> Iterator[dict]:
+    """One result row per view and split: the scorer's vectors are computed once per view."""
+    for view, catalog in views.items():
+        vectors = scorer.item_vectors(catalog)
+        for split, split_annotations_ in annotations.items():
+            metrics = evaluate_vectors(vectors, scorer.distance, split_annotations_)
+            yield {
+                "benchmark": benchmark.name,
+                "view": view,
+                "split": split,
+                "model": model,
+                "train_seed": train_seed,
+                "seeds": len(split_annotations_.seeds),
+                "metrics": {name: round(float(metrics[name]), 4) for name in METRICS},
+            }
+
+
+def deterministic_rows(spec: QualitySpec) -> list[dict]:
+    """The TF-IDF rows of every benchmark, view and split: no model, no randomness."""
+    rows = []
+    for benchmark in spec.benchmarks:
+        views = catalog_views(benchmark)
+        annotations = split_annotations(benchmark, views["plain"])
+        rows.extend(score_rows(benchmark, views, annotations, TFIDF, TfidfScorer()))
+    return rows
+
+
+def encoder_rows(spec: QualitySpec, benchmark: Benchmark, models_dir: Path) -> Iterator[dict]:
+    """The zero-shot start's rows, then each trained model's, all at the recipe's ``max_length``."""
+    views = catalog_views(benchmark)
+    annotations = split_annotations(benchmark, views["plain"])
+    start = resolve_model_name(spec.model)
+    tokenizer = AutoTokenizer.from_pretrained(start)
+    plain = views["plain"]
+    max_length = data_driven_max_length(tokenizer, {field: plain.texts(field) for field in plain.fields})
+    encoders = [(ZERO_SHOT, None, load_masked_lm(start), tokenizer)]
+    for seed in spec.train_seeds:
+        encoders.append(
+            (TRAINED, seed, *load_encoder(model_folder(models_dir, benchmark, seed), device="cpu"))
+        )
+    for name, seed, model, model_tokenizer in encoders:
+        logger.info("Ranking %s with %s (training seed %s).", benchmark.name, name, seed)
+        for view, catalog in views.items():
+            # The encodings are kept beside the models, keyed by a fingerprint of the weights and
+            # texts: a second run (another split, the tables again) ranks without encoding.
+            cache = models_dir / benchmark.name / "encodings" / f"{name}-{seed}-{view}.npz".replace(" ", "_")
+            scorer = EncoderScorer(
+                model, model_tokenizer, name=name, max_length=max_length, batch_size=128, cache_path=cache
+            )
+            yield from score_rows(benchmark, {view: catalog}, annotations, name, scorer, seed)
+
+
+def summarise(rows: Iterable[dict]) -> dict[tuple[str, str, str, str], dict[str, list[float]]]:
+    """(benchmark, split, view, model) -> metric -> the values over training seeds (one for the
+    untrained scorers), and a ``gain`` model: each trained seed minus the zero-shot start."""
+    grouped: dict[tuple[str, str, str, str], dict[str, list[float]]] = {}
+    rows = list(rows)
+    for row in rows:
+        key = (row["benchmark"], row["split"], row["view"], row["model"])
+        entry = grouped.setdefault(key, {metric: [] for metric in METRICS})
+        for metric in METRICS:
+            entry[metric].append(row["metrics"][metric])
+    for (benchmark, split, view, model), entry in list(grouped.items()):
+        start = grouped.get((benchmark, split, view, ZERO_SHOT))
+        if model == TRAINED and start is not None:
+            grouped[(benchmark, split, view, f"{TRAINED} - zero-shot")] = {
+                metric: [value - start[metric][0] for value in entry[metric]] for metric in METRICS
+            }
+    return grouped
+
+
+def cell(values: Sequence[float], signed: bool = False) -> str:
+    mean = statistics.fmean(values)
+    text = f"{mean:+.2f}" if signed else f"{mean:.2f}"
+    return text if len(values) == 1 else f"{text} ± {statistics.stdev(values):.2f}"
+
+
+def table_row(key: tuple[str, str, str, str], values: dict[str, list[float]]) -> list[str]:
+    benchmark, _, view, model = key
+    runs = len(values[METRICS[0]])
+    label = model if runs == 1 else f"{model} ({runs} training seeds)"
+    signed = model.endswith("zero-shot") and model != ZERO_SHOT
+    return [benchmark, view, label, *(cell(values[metric], signed) for metric in METRICS)]
+
+
+def tables(rows: Iterable[dict]) -> dict[str, str]:
+    """One markdown table per split: benchmarks and views in file order, then the models in a fixed
+    order; each headed by the seeds it counts and the command that produced it."""
+    rows = list(rows)
+    grouped = summarise(rows)
+    benchmarks = list(dict.fromkeys(row["benchmark"] for row in rows))
+    models = [TFIDF, ZERO_SHOT, TRAINED, f"{TRAINED} - zero-shot"]
+    headers = ["benchmark", "view", "model", *(metric.upper() for metric in METRICS)]
+    result = {}
+    for split in SPLITS:
+        keys = sorted(
+            (key for key in grouped if key[1] == split),
+            key=lambda key: (benchmarks.index(key[0]), VIEWS.index(key[2]), models.index(key[3])),
+        )
+        if not keys:
+            continue
+        seeds = {row["benchmark"]: row["seeds"] for row in rows if row["split"] == split}
+        counts = ", ".join(f"{benchmark} {count}" for benchmark, count in seeds.items())
+        body = markdown_table(
+            headers, [table_row(key, grouped[key]) for key in keys], "lll" + "r" * len(METRICS)
+        )
+        result[split] = f"{split.capitalize()} seeds ({counts}); produced by `{COMMAND}`:\n\n{body}"
+    return result
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--spec", default="benchmarks/quality.yaml", help="The benchmark file.")
+    parser.add_argument(
+        "--models-dir", default="outputs/quality", help="Where trained models are kept and reused."
+    )
+    parser.add_argument(
+        "--results", default="docs/results/quality_tables.jsonl", help="The JSON-lines results file."
+    )
+    parser.add_argument(
+        "--only", nargs="+", help="These benchmarks only (the results of the others are kept)."
+    )
+    parser.add_argument(
+        "--tfidf-only", action="store_true", help="Only the deterministic TF-IDF rows (seconds)."
+    )
+    parser.add_argument(
+        "--report", action="store_true", help="Print the tables of the results file and exit."
+    )
+    parser.add_argument(
+        "--threads", type=int, default=os.cpu_count() or 1, help="CPU threads of each training."
+    )
+    options = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    spec = QualitySpec.from_yaml(options.spec)
+    if options.train_seeds is not None:
+        spec = replace(spec, train_seeds=tuple(options.train_seeds))
+    results = Path(options.results)
+    if not options.report:
+        chosen = [
+            benchmark for benchmark in spec.benchmarks if not options.only or benchmark.name in options.only
+        ]
+        names = {benchmark.name for benchmark in chosen}
+
+        def recomputed(row: dict) -> bool:
+            return row["benchmark"] in names and (row["model"] == TFIDF or not options.tfidf_only)
+
+        rows = [row for row in read_rows(results) if not recomputed(row)]
+        rows += [row for row in deterministic_rows(spec) if row["benchmark"] in names]
+        if not options.tfidf_only:
+            models_dir = Path(options.models_dir)
+            for benchmark in chosen:
+                for seed in spec.train_seeds:
+                    train_default(benchmark, seed, model_folder(models_dir, benchmark, seed), options.threads)
+                rows += encoder_rows(spec, benchmark, models_dir)
+        results.parent.mkdir(parents=True, exist_ok=True)
+        results.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    for text in tables(read_rows(results)).values():
+        print(text + "\n")
+
+
+def read_rows(path: Path) -> list[dict]:
+    if not path.is_file():
+        return []
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,147 @@
+"""The one command behind the quality tables: README's deterministic rows, and a whole run on a tiny model."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+from conftest import QUICK_RUN, REPO_ROOT, flags
+
+from metricbert_trainer.scripts.quality_tables import (
+    TFIDF,
+    TRAINED,
+    ZERO_SHOT,
+    QualitySpec,
+    deterministic_rows,
+    main,
+    read_rows,
+    tables,
+)
+
+SPEC = REPO_ROOT / "benchmarks" / "quality.yaml"
+
+
+def table_lines(text: str) -> list[str]:
+    return [
+        line for line in text.splitlines() if line.startswith("| ") and not line.startswith("| benchmark")
+    ]
+
+
+PAGES = ("README.md", "docs/quality.md")
+
+
+@pytest.fixture(scope="module")
+def tfidf_rows():
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(REPO_ROOT)  # the benchmark file names its data from the repository root
+        return deterministic_rows(QualitySpec.from_yaml(SPEC))
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_the_pages_state_the_tfidf_rows_the_command_computes_on_every_split_and_view(page, tfidf_rows):
+    """Recomputes TF-IDF (deterministic) on both benchmarks, dev and test, plain and masked, and
+    finds each rendered row on the page: editing a number there, or the data, fails this."""
+    rows = tfidf_rows
+    assert {(row["benchmark"], row["split"], row["view"]) for row in rows} == {
+        (benchmark, split, view)
+        for benchmark in ("wines", "debian")
+        for split in ("dev", "test")
+        for view in ("plain", "masked")
+    }
+    text = (REPO_ROOT / page).read_text(encoding="utf-8")
+    rendered = tables(rows)
+    for split in ("dev", "test"):
+        for line in table_lines(rendered[split]):
+            assert line in text, f"{page} lacks, or states otherwise, the {split} row {line}"
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_the_results_file_holds_the_rows_the_pages_show(page):
+    """The shipped results file renders to exactly the tables the pages quote (every model)."""
+    text = (REPO_ROOT / page).read_text(encoding="utf-8")
+    rendered = tables(read_rows(REPO_ROOT / "docs" / "results" / "quality_tables.jsonl"))
+    assert set(rendered) == {"dev", "test"}
+    for text in rendered.values():
+        for line in table_lines(text):
+            assert line in text, line
+
+
+def test_the_gain_row_is_each_trained_seed_minus_the_start():
+    rows = [
+        {"benchmark": "b", "view": "plain", "split": "test", "model": ZERO_SHOT, "train_seed": None, "seeds": 3,
+         "metrics": dict.fromkeys(("mpr", "mrr", "hr@10", "hr@100", "map", "ndcg@20"), 90.0)},
+    ] + [
+        {"benchmark": "b", "view": "plain", "split": "test", "model": TRAINED, "train_seed": seed, "seeds": 3,
+         "metrics": dict.fromkeys(("mpr", "mrr", "hr@10", "hr@100", "map", "ndcg@20"), value)}
+        for seed, value in ((1, 91.0), (2, 93.0))
+    ]  # fmt: skip
+    lines = table_lines(tables(rows)["test"])
+    assert (
+        lines[1]
+        == "| b | plain | default recipe (2 training seeds) | " + " | ".join(["92.00 ± 1.41"] * 6) + " |"
+    )
+    assert (
+        lines[2]
+        == "| b | plain | default recipe - zero-shot (2 training seeds) | "
+        + " | ".join(["+2.00 ± 1.41"] * 6)
+        + " |"
+    )
+
+
+@pytest.mark.slow
+def test_the_command_trains_each_seed_once_ranks_every_view_and_split_and_reuses_the_models(
+    tmp_path, files, tiny_model_path, monkeypatch
+):
+    """The whole command on a 60-wine catalog and the tiny model: two real recipe launches, then a
+    second call that trains nothing and writes the same rows."""
+    monkeypatch.chdir(REPO_ROOT)
+    catalog = pd.read_csv(files / "wines.csv", dtype=str)
+    masked = catalog[["id", "title", "description"]].assign(
+        title=catalog.title.str.replace(r"\(.*\)", "", regex=True)
+    )
+    masked.to_csv(tmp_path / "masked.csv", index=False)
+    spec = {
+        "model": tiny_model_path,
+        "train_seeds": [1, 2],
+        "benchmarks": {
+            "tiny": {
+                "catalog": str(files / "wines.csv"),
+                "masked_catalog": str(tmp_path / "masked.csv"),
+                "annotations": {
+                    "dev": str(files / "annotations.csv"),
+                    "test": str(files / "annotations.csv"),
+                },
+                "recipe": [
+                    "recipes/train_wines.py",
+                    *flags(model_name_or_path=tiny_model_path, catalog=files / "wines.csv", **QUICK_RUN),
+                    *flags(mlm_head_warmup_steps=0, max_length=32, report_to="none"),
+                ],
+            }
+        },
+    }
+    (tmp_path / "spec.yaml").write_text(json.dumps(spec), encoding="utf-8")
+    arguments = [
+        "--spec",
+        str(tmp_path / "spec.yaml"),
+        "--models-dir",
+        str(tmp_path / "models"),
+        "--threads",
+        "1",
+    ]
+    results = tmp_path / "results.jsonl"
+    main([*arguments, "--results", str(results)])
+    weights = [tmp_path / "models" / "tiny" / f"seed-{seed}" / "model.safetensors" for seed in (1, 2)]
+    stamps = [path.stat().st_mtime_ns for path in weights]
+    rows = read_rows(results)
+    assert {(row["model"], row["train_seed"]) for row in rows} == {
+        (TFIDF, None),
+        (ZERO_SHOT, None),
+        (TRAINED, 1),
+        (TRAINED, 2),
+    }
+    assert len(rows) == 4 * 2 * 2  # four scorers, two views, two splits
+    assert rows[0]["seeds"] == 3
+    main([*arguments, "--results", str(tmp_path / "again.jsonl")])
+    assert [path.stat().st_mtime_ns for path in weights] == stamps
+    assert read_rows(tmp_path / "again.jsonl") == rows
