@@ -59,8 +59,10 @@ class StartingModelGuide:
         device: torch.device,
         autocast: Callable[[], AbstractContextManager],
         batch_size: int = 128,
+        show_progress: bool = False,
     ) -> None:
-        """Encodes ``texts`` (every field of the training catalog) once, for ``embed`` to look up.
+        """Encodes ``texts`` (every field of the training catalog) once, for ``embed`` to look up;
+        ``show_progress`` draws a progress bar (a minute or more on a CPU).
 
         The texts are tokenized as the collator does (``max_length``, truncated) and encoded under
         the run's ``autocast``, so a looked-up vector is the one the guide's forward would give
@@ -77,6 +79,7 @@ class StartingModelGuide:
                 unique,
                 batch_size=batch_size,
                 max_length=max_length,
+                show_progress=show_progress,
                 across_processes=True,
             )
         token_ids = tokenizer(unique, truncation=True, max_length=max_length)["input_ids"]

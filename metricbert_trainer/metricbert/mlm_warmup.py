@@ -15,11 +15,13 @@ tied to the word embeddings, which belong to the encoder and stay frozen here.
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch.utils.data import DataLoader
+from tqdm.auto import tqdm
 
 from metricbert_trainer.base.collator import field_inputs
 from metricbert_trainer.base.distributed import world_size
@@ -82,8 +84,12 @@ def warm_up_mlm_head(
     learning_rate: float,
     device: torch.device,
     autocast,
+    show_progress: bool = False,
 ) -> MlmHeadWarmup:
     """Trains the MLM head alone for ``steps`` batches of ``loader`` (cycled), AdamW at ``learning_rate``.
+
+    It runs before the training loop's own progress bar, and on a CPU can take minutes: it says
+    when it starts and ends, and ``show_progress`` draws a bar of its steps.
 
     The first ``PROBE_BATCHES`` batches are held back to measure the MLM loss before and after.
     In a distributed run every process calls this with its own shard of the data; the head's
@@ -95,16 +101,19 @@ def warm_up_mlm_head(
     the warm-up only), whose head is then written back into the partitions: the same head a DDP
     run warms up, at the cost of one whole model per process while it lasts.
     """
+    logger.info("MLM-head warm-up: training the head alone for %d steps, the encoder frozen.", steps)
     if not is_partitioned(model):
-        return _warm_up_whole(model, loader, fields, steps, learning_rate, device, autocast)
+        return _warm_up_whole(model, loader, fields, steps, learning_rate, device, autocast, show_progress)
     whole = whole_copy(model)
-    warmup = _warm_up_whole(whole, loader, fields, steps, learning_rate, device, autocast)
+    warmup = _warm_up_whole(whole, loader, fields, steps, learning_rate, device, autocast, show_progress)
     trained = [name for name, _ in mlm_head_own_parameters(model)]
     copy_parameters_into_partitioned(find_mlm_head(model), find_mlm_head(whole), trained)
     return warmup
 
 
-def _warm_up_whole(model, loader, fields, steps, learning_rate, device, autocast) -> MlmHeadWarmup:
+def _warm_up_whole(
+    model, loader, fields, steps, learning_rate, device, autocast, show_progress
+) -> MlmHeadWarmup:
     parameters = head_parameters(model)
     frozen = [parameter for parameter in parameters if not parameter.requires_grad]
     for parameter in frozen:
@@ -115,9 +124,10 @@ def _warm_up_whole(model, loader, fields, steps, learning_rate, device, autocast
     batches = _cycle(loader)
     probes = [_to_device(next(batches), device) for _ in range(PROBE_BATCHES)]
     optimizer = torch.optim.AdamW(parameters, lr=learning_rate, weight_decay=0.0)
+    started = time.perf_counter()
     try:
         before = _probe_loss(model, probes, fields, autocast)
-        for _ in range(steps):
+        for _ in tqdm(range(steps), desc="MLM-head warm-up", disable=not show_progress):
             with autocast():
                 loss = masked_lm_loss(model, _to_device(next(batches), device), fields)
             optimizer.zero_grad(set_to_none=True)
@@ -129,7 +139,13 @@ def _warm_up_whole(model, loader, fields, steps, learning_rate, device, autocast
         for parameter in frozen:
             parameter.requires_grad_(False)
         model.train(was_training)
-    logger.info("MLM-head warm-up, %d steps: MLM loss %.3f -> %.3f.", steps, before, after)
+    logger.info(
+        "MLM-head warm-up, %d steps in %.1f s: MLM loss %.3f -> %.3f.",
+        steps,
+        time.perf_counter() - started,
+        before,
+        after,
+    )
     return MlmHeadWarmup(steps, before, after)
 
 

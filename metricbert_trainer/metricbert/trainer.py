@@ -206,8 +206,13 @@ class MetricBertTrainer(CatalogTrainer):
                 learning_rate=self.args.mlm_head_warmup_learning_rate,
                 device=self.args.device,
                 autocast=self.accelerator.autocast,
+                show_progress=self._shows_progress(),
             )
         return super().train(resume_from_checkpoint=resume_from_checkpoint, trial=trial, **kwargs)
+
+    def _shows_progress(self) -> bool:
+        """Whether the phases before the first step draw a progress bar: as the training loop's own."""
+        return not self.args.disable_tqdm and self.is_local_process_zero()
 
     def _guide_runs_every_step(self) -> bool:
         """Whether every step needs the guide's vectors (the filter or the guard), not only logging steps."""
@@ -230,6 +235,7 @@ class MetricBertTrainer(CatalogTrainer):
 
     def _cache_guide_embeddings(self) -> None:
         texts = [str(text) for name in self.fields for text in self.train_dataset[name]]
+        logger.info("Caching the guide's vectors of %d texts (guide_embedding_cache).", len(texts))
         started = time.perf_counter()
         self.guide.cache_embeddings(
             self.processing_class,
@@ -240,6 +246,7 @@ class MetricBertTrainer(CatalogTrainer):
             # The size the guide already runs at in the loop: known to fit, and on CPUs faster than
             # larger batches (32 texts a batch encoded the wine sample 1.3 times as fast as 128).
             batch_size=self.args.per_device_train_batch_size,
+            show_progress=self._shows_progress(),
         )
         logger.info(
             "Cached the guide's vectors of %d texts in %.1f s (guide_embedding_cache).",

@@ -77,6 +77,8 @@ class ModelCardInfo:
     base_model: str | None = None
     catalog: str | None = None
     catalog_items: int | None = None
+    # The annotation file the evaluation ranks against (its name only): which seeds a number is of.
+    annotations: str | None = None
     text_fields: tuple[str, ...] = ("title", "description")
     dataset_name: str | None = None
     license: str | None = None
@@ -296,7 +298,9 @@ def _evaluation_table(evaluations: list[dict[str, float]], info: ModelCardInfo) 
     headers = ["step", "epoch", *(RANKING_METRICS[name] for name in names)]
     table = markdown_table(headers, rows, align="r" * len(headers))
     return (
-        f"## Evaluation\n\nRanking of {info.catalog_label or 'the catalog'} against its annotated similar items "
+        f"## Evaluation\n\nRanking of {info.catalog_label or 'the catalog'} against its annotated similar items"
+        + (f" (`{Path(info.annotations).name.replace('`', '')}`)" if info.annotations else "")
+        + " "
         "(mean percentile rank, mean reciprocal rank and hit rates in %, filtered ranks; higher is better):\n\n"
         + table
         + "\n"

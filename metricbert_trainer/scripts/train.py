@@ -133,6 +133,7 @@ def _train(
             base_model=model_args.model_name_or_path,
             catalog=data_args.source,
             catalog_items=len(train_dataset),
+            annotations=data_args.annotations or None,
             text_fields=catalog.fields,
             dataset_name=data_args.dataset_name,
             license=model_args.model_license,

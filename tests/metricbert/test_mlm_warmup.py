@@ -1,5 +1,7 @@
 """The MLM-head warm-up: only the head learns, and its MLM loss falls."""
 
+import logging
+
 import pytest
 import torch
 
@@ -58,6 +60,23 @@ def test_warm_up_trains_the_head_alone_and_lowers_its_mlm_loss(
     ]
     assert all(changed)
     assert "MLM loss" in trainer.objective_card_section()
+
+
+def test_warm_up_says_when_it_starts_and_ends_and_draws_a_bar_of_its_steps(
+    tmp_path, tiny_model_path, tokenizer, wines_csv, caplog, capfd
+):
+    """Before the training loop's own bar, the warm-up can take minutes: it must not look like a hang."""
+    items = load_catalog(wines_csv).dataset.select(range(64))
+    trainer = _trainer(tmp_path, tiny_model_path, tokenizer, items, mlm_head_warmup_steps=5)
+    trainer.args.max_steps = 0  # the warm-up alone: no joint step
+    trainer.args.num_train_epochs = 0
+    caplog.set_level(logging.INFO, logger="metricbert_trainer")
+    trainer.train()
+    messages = [record.getMessage() for record in caplog.records]
+    started = messages.index("MLM-head warm-up: training the head alone for 5 steps, the encoder frozen.")
+    assert any(message.startswith("MLM-head warm-up, 5 steps in ") for message in messages[started + 1 :])
+    bar = capfd.readouterr().err
+    assert "MLM-head warm-up: 100%" in bar and "5/5" in bar
 
 
 def test_mlm_weight_ramps_up_over_the_first_steps(tmp_path, tiny_model_path, tokenizer, wines_csv):

@@ -153,6 +153,8 @@ def test_card_metadata_parses_back_and_is_complete(published):
     assert f'SentenceTransformer("{HUB_ID}")' in body and f'AutoModel.from_pretrained("{HUB_ID}")' in body
     assert '"margin": 0.1' in body and "| `learning_rate` | 5e-05 |" in body
     assert "| 4 | 1.00 |" in body  # the last logged step in the loss table
+    # The evaluation says which seeds its numbers are of, by the annotation file's name only.
+    assert "against its annotated similar items (`proxy-annotations-100-seeds.csv`)" in body
     assert "malkiel2022metricbert" in body
     # The usage snippets encode the first training item, not a hard-coded text.
     assert 'model.encode(["Nicosia 2013 Vulkà Bianco (Etna)", "Aromas include tropical fruit' in body
