@@ -21,7 +21,7 @@ USAGE = """## Usage
 ```python
 from transformers import pipeline
 
-tagger = pipeline("token-classification", model="{model_id}", aggregation_strategy="simple")
+tagger = pipeline("token-classification", model={model_id}, aggregation_strategy="simple")
 print(tagger({example}))
 ```
 

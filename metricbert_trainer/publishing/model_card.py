@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
@@ -51,7 +53,8 @@ class CardMethod:
     ``goal`` and ``inference`` may name ``{fields}``, the catalog's text fields joined by "and".
     A method whose model is not a sentence encoder (a tagger) names its own Hub ``pipeline_tag``
     and ``library_name``, how it was ``supervised``, and its ``usage`` section, a markdown
-    template that may name ``{model_id}`` and ``{example}`` (a JSON literal of the first example text).
+    template that may name ``{model_id}`` and ``{example}``: JSON (so also Python) string literals of the
+    model's name and of the first example text, to be written as they are, without quotes.
     """
 
     name: str  # opens the card: what was trained, with its paper
@@ -218,22 +221,27 @@ PLACEHOLDER_EXAMPLES = ("The title of an item", "The description of an item")
 
 
 def _usage(model_id: str, examples: Sequence[str], method: CardMethod) -> str:
-    # JSON strings are Python string literals too, whatever quotes or backslashes the text holds.
+    # JSON strings are Python string literals too, whatever quotes or backslashes the text holds:
+    # the model's name (an output folder's, which a user chose) and the examples enter the code
+    # snippets only as literals, never as code; the shell line quotes the name for the shell.
     literals = [json.dumps(text, ensure_ascii=False) for text in (examples or PLACEHOLDER_EXAMPLES)]
     texts, first = ", ".join(literals), literals[0]
+    model_literal = json.dumps(model_id, ensure_ascii=False)
     if method.usage is not None:
-        return method.usage.format(model_id=model_id, example=first)
+        return method.usage.format(model_id=model_literal, example=first)
     further = f"`{method.trainer}`" + (
-        f" / `accelerate launch {method.script} --model_name_or_path {model_id}`" if method.script else ""
+        " / " + _code_span(f"accelerate launch {method.script} --model_name_or_path {shlex.quote(model_id)}")
+        if method.script
+        else ""
     )
-    return f'''## Usage
+    return f"""## Usage
 
 With sentence-transformers:
 
 ```python
 from sentence_transformers import SentenceTransformer
 
-model = SentenceTransformer("{model_id}")
+model = SentenceTransformer({model_literal})
 embeddings = model.encode([{texts}])
 print(model.similarity(embeddings, embeddings))
 ```
@@ -244,8 +252,8 @@ With transformers (the same vectors: mean of the last hidden layer over the real
 import torch
 from transformers import AutoModel, AutoTokenizer
 
-tokenizer = AutoTokenizer.from_pretrained("{model_id}")
-model = AutoModel.from_pretrained("{model_id}")
+tokenizer = AutoTokenizer.from_pretrained({model_literal})
+model = AutoModel.from_pretrained({model_literal})
 batch = tokenizer([{first}], padding=True, truncation=True, return_tensors="pt")
 with torch.no_grad():
     hidden = model(**batch).last_hidden_state
@@ -255,7 +263,14 @@ embeddings = (hidden * mask).sum(1) / mask.sum(1)
 
 To train further (the checkpoint keeps its MLM head), load it with `AutoModelForMaskedLM`, or
 with {further}.
-'''
+"""
+
+
+def _code_span(text: str) -> str:
+    """``text`` as a markdown code span, fenced by one backtick more than its longest run of them."""
+    fence = "`" * (max((len(run) for run in re.findall(r"`+", text)), default=0) + 1)
+    padding = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{padding}{text}{padding}{fence}"
 
 
 def _key_value_table(values: dict[str, object]) -> str:

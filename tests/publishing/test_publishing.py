@@ -7,7 +7,10 @@ applies huggingface_hub's own file filter to show what would be uploaded.
 
 from __future__ import annotations
 
+import ast
 import json
+import re
+import shlex
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -25,6 +28,7 @@ from metricbert_trainer.cli import main as cli_main
 from metricbert_trainer.evaluation.encoding import encode_texts
 from metricbert_trainer.metricbert.config import MetricBertConfig
 from metricbert_trainer.metricbert.trainer import MetricBertTrainer
+from metricbert_trainer.ner.trainer import NerTrainer
 from metricbert_trainer.publishing.model_card import ModelCardInfo, render_model_card, usage_examples
 from metricbert_trainer.recobert import RecoBertTrainer
 from metricbert_trainer.scripts.train import main as recipe_main
@@ -172,6 +176,40 @@ def _untrained_card(trainer, info: ModelCardInfo) -> str:
         log_history=[],
         trainer_tags=list(trainer._tag_names),
     )
+
+
+HOSTILE_NAME = 'm"); __import__("os").system("id"); ("`x'
+
+
+@pytest.mark.parametrize("trainer", [MetricBertTrainer, RecoBertTrainer, NerTrainer])
+def test_a_model_name_enters_the_cards_code_only_as_a_string(trainer):
+    """An output folder's name is the user's to choose: in every Python snippet of the card it is
+    one string literal, and the shell line quotes it; it never becomes code."""
+    card = render_model_card(
+        info=ModelCardInfo(),
+        model_name=HOSTILE_NAME,
+        method=trainer.card_method,
+        repo_id=None,
+        objective_section="",
+        hyperparameters={},
+        log_history=[],
+        trainer_tags=list(trainer._tag_names),
+    )
+    blocks = re.findall(r"```python\n(.*?)```", card, flags=re.DOTALL)
+    assert blocks
+    for block in blocks:
+        tree = ast.parse(block)
+        called = {
+            getattr(node.func, "attr", getattr(node.func, "id", None))
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Call)
+        }
+        assert not called & {"system", "__import__"}, block
+        assert any(
+            isinstance(node, ast.Constant) and node.value == HOSTILE_NAME for node in ast.walk(tree)
+        ), block
+    for line in re.findall(r"`+ ?(accelerate launch .*?) ?`+\.?$", card, flags=re.MULTILINE):
+        assert shlex.split(line)[-1] == HOSTILE_NAME
 
 
 def test_card_names_a_hub_base_model():
