@@ -268,6 +268,12 @@ def main(argv: list[str] | None = None) -> None:
         "--report", action="store_true", help="Print the tables of the results file and exit."
     )
     parser.add_argument(
+        "--train-seeds",
+        nargs="*",
+        type=int,
+        help="Training seeds instead of the benchmark file's; none at all ranks only the untrained scorers.",
+    )
+    parser.add_argument(
         "--threads", type=int, default=os.cpu_count() or 1, help="CPU threads of each training."
     )
     options = parser.parse_args(argv)
