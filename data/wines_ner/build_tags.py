@@ -9,8 +9,13 @@ wine has no region_1 (its last occurrence: the parenthesis), the ``variety`` col
 occurrence outside those) and the vintage, the first year between 1900 and 2029 among the words.
 A title without a year is a non-vintage wine and is kept without a vintage; a title where the
 winery, region or variety cannot be located is counted and skipped. Items are split 70/30 into
-train and test by a fixed shuffle of their ids (``--seed``). Every row keeps its description,
-which training reads (the triplet term) and evaluation does not.
+train and test by a fixed shuffle of their ids (``--seed``): the ``split`` column. Three more
+columns split them for the studies of ``docs/multitask_ner.md``, each into train, validation
+(10% of the titles, to choose the checkpoint on) and test (30%): ``split_random`` (the same
+test titles, the validation titles taken from ``split``'s training ones), ``split_winery`` and
+``split_variety`` (whole wineries, or varieties, per split: no test title's winery, or variety,
+occurs in training). Every row keeps its description, which training reads (the triplet term)
+and evaluation does not.
 
     python data/wines_ner/build_tags.py     # writes wine-titles-ner.jsonl and prints the counts
 """
@@ -32,6 +37,10 @@ HERE = Path(__file__).resolve().parent
 CATALOG = HERE.parent / "wines" / "winemag-sample-5811.csv"
 OUTPUT = HERE / "wine-titles-ner.jsonl"
 TRAIN_SHARE = 0.7
+# Carved out of the training share for choosing the checkpoint, so that test titles choose nothing.
+VALIDATION_SHARE = 0.1
+# Splits besides ``split`` (train/test, the recipe's): train/validation/test each.
+SPLIT_COLUMNS = ("split_random", "split_winery", "split_variety")
 YEAR = re.compile(r"\b(19\d\d|20[0-2]\d)\b")
 
 
@@ -95,10 +104,46 @@ def build(catalog: Path, seed: int) -> tuple[list[dict], Counter]:
     ids = [row["id"] for row in rows]
     random.Random(seed).shuffle(ids)
     train = set(ids[: round(TRAIN_SHARE * len(ids))])
+    validation = set(ids[round((TRAIN_SHARE - VALIDATION_SHARE) * len(ids)) : round(TRAIN_SHARE * len(ids))])
+    by_winery = entity_disjoint_split(rows, "WINERY", seed)
+    by_variety = entity_disjoint_split(rows, "VARIETY", seed)
     for row in rows:
         row["split"] = "train" if row["id"] in train else "test"
-        counts[row["split"]] += 1
+        row["split_random"] = "validation" if row["id"] in validation else row["split"]
+        row["split_winery"] = by_winery[row["id"]]
+        row["split_variety"] = by_variety[row["id"]]
+        for column in ("split", *SPLIT_COLUMNS):
+            counts[f"{column}: {row[column]}"] += 1
     return rows, counts
+
+
+def entity_text(row: dict, label: str) -> str:
+    """The title's text of the row's ``label`` entity, case and spacing folded."""
+    start, end, _ = next(span for span in row["spans"] if span[2] == label)
+    return " ".join(row["title"][start:end].lower().split())
+
+
+def entity_disjoint_split(rows: list[dict], label: str, seed: int) -> dict[str, str]:
+    """Item id -> train, validation or test, with every ``label`` entity (a winery, a variety) in one
+    split only: the entities are shuffled by ``seed`` and assigned whole, to test until it holds
+    the held-out share of the titles, then to validation, then to train. A test title's entity has
+    then never been seen in training, which is what a tagger meets on a new catalog."""
+    groups: dict[str, list[str]] = {}
+    for row in rows:
+        groups.setdefault(entity_text(row, label), []).append(row["id"])
+    names = sorted(groups)
+    random.Random(seed).shuffle(names)
+    split, assigned = {}, 0
+    for name in names:
+        if assigned < (1 - TRAIN_SHARE) * len(rows):
+            chosen = "test"
+        elif assigned < (1 - TRAIN_SHARE + VALIDATION_SHARE) * len(rows):
+            chosen = "validation"
+        else:
+            chosen = "train"
+        split.update(dict.fromkeys(groups[name], chosen))
+        assigned += len(groups[name])
+    return split
 
 
 def main() -> None:

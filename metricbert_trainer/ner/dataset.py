@@ -36,12 +36,14 @@ COLUMNS = ("id", "title", "description", "tokens", "tags")
 @dataclass(frozen=True)
 class TaggedCatalog:
     """Tagged titles split into ``train`` and ``test`` datasets (columns ``COLUMNS``), and the
-    model's labels (``O``, then ``B-``/``I-`` per entity type, ``tagging.label_names``)."""
+    model's labels (``O``, then ``B-``/``I-`` per entity type, ``tagging.label_names``).
+    ``validation`` holds the titles to choose a checkpoint on, when the split column names any."""
 
     train: datasets.Dataset
     test: datasets.Dataset
     labels: list[str]
     source: str
+    validation: datasets.Dataset | None = None
 
 
 def load_tagged_catalog(
@@ -56,6 +58,7 @@ def load_tagged_catalog(
     split_column: str = "split",
     train_split: str = "train",
     test_split: str = "test",
+    validation_split: str = "validation",
     labels: Sequence[str] | None = None,
 ) -> TaggedCatalog:
     """Reads a JSONL, JSON or Parquet file of tagged items.
@@ -118,21 +121,23 @@ def load_tagged_catalog(
     if unknown:
         raise TaggingError(f"{name}: entity types {unknown} are not among the model's labels {list(labels)}.")
     splits = {}
-    for split in (train_split, test_split):
+    for split in (train_split, test_split, validation_split):
         chosen = table[table["split"] == split].drop(columns="split").reset_index(drop=True)
         splits[split] = datasets.Dataset.from_pandas(chosen, preserve_index=False)
     if not len(splits[test_split]):
         raise CatalogError(
             f"{name}: no item has {split_column} == {test_split!r}; the evaluation needs them."
         )
+    validation = splits[validation_split] if len(splits[validation_split]) else None
     logger.info(
-        "Loaded %d training and %d held-out tagged titles (%s) from %s.",
+        "Loaded %d training, %d validation and %d held-out tagged titles (%s) from %s.",
         len(splits[train_split]),
+        len(validation or ()),
         len(splits[test_split]),
         ", ".join(sorted(entity_types)),
         name,
     )
-    return TaggedCatalog(splits[train_split], splits[test_split], list(labels), name)
+    return TaggedCatalog(splits[train_split], splits[test_split], list(labels), name, validation)
 
 
 def _span(value: object, where: str) -> Span:

@@ -71,7 +71,11 @@ class NerDataArguments:
         },
     )
     split_column: str = field(
-        default="split", metadata={"help": "Column saying train or test; test items are the evaluation's."}
+        default="split",
+        metadata={
+            "help": "Column saying train, validation or test: checkpoints are chosen on the validation "
+            "items (on the test items where there are none), the final metrics are the test items'."
+        },
     )
     max_train_items: int | None = field(
         default=None, metadata={"help": "Train on the first N training items only (for quick runs)."}
@@ -125,11 +129,9 @@ def train_ner(
             train_dataset=train_dataset,
             processing_class=tokenizer,
             fields=fields,
-            ranking_evaluator=TaggingEvaluator(
-                catalog.test,
-                batch_size=training_args.per_device_eval_batch_size,
-                max_length=training_args.max_length,
-            ),
+            # Checkpoints are chosen on the validation titles where the split names any; the
+            # held-out titles are then read once, for the final metrics.
+            ranking_evaluator=tagging_evaluator(catalog.validation or catalog.test, training_args),
             model_card_info=ModelCardInfo(
                 base_model=model_args.model_name_or_path,
                 catalog=data_args.tagged_catalog,
@@ -142,6 +144,7 @@ def train_ner(
         )
         trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
         trainer.save_model(training_args.output_dir)
+        trainer.ranking_evaluator = tagging_evaluator(catalog.test, training_args)
         metrics = trainer.evaluate()
         trainer.log_metrics("eval", metrics)
         trainer.save_metrics("eval", metrics)
@@ -150,3 +153,9 @@ def train_ner(
         if training_args.push_to_hub:
             trainer.push_to_hub(commit_message="Multi-task NER training finished")
         return TrainingRun(trainer, metrics)
+
+
+def tagging_evaluator(titles, training_args: NerConfig) -> TaggingEvaluator:
+    return TaggingEvaluator(
+        titles, batch_size=training_args.per_device_eval_batch_size, max_length=training_args.max_length
+    )

@@ -115,3 +115,55 @@ def test_the_metric_term_anchors_titles_on_other_items_descriptions():
     ]
     with pytest.raises(ValueError, match="mining=random does not apply to objective mnrl"):
         NerConfig(output_dir="unused", objective="mnrl")
+
+
+@pytest.mark.slow
+def test_checkpoints_are_chosen_on_the_validation_titles_and_the_final_metrics_are_the_test_titles(
+    tmp_path, tiny_model_path
+):
+    """With a validation split the evaluations during training read the validation titles only,
+    and the run's final metrics the test titles, so the held-out titles choose nothing."""
+    import pandas as pd
+
+    from metricbert_trainer.scripts.ner import main as train_ner
+
+    rows = pd.read_json(WINE_TAGS, lines=True).head(48)
+    rows["split_random"] = ["train"] * 24 + ["validation"] * 10 + ["test"] * 14
+    data = tmp_path / "tags.jsonl"
+    rows.to_json(data, orient="records", lines=True, force_ascii=False)
+    flags = [
+        "--model_name_or_path",
+        tiny_model_path,
+        "--tagged_catalog",
+        str(data),
+        "--split_column",
+        "split_random",
+    ]
+    flags += [
+        "--output_dir",
+        str(tmp_path / "out"),
+        "--max_steps",
+        "2",
+        "--eval_strategy",
+        "steps",
+        "--eval_steps",
+        "2",
+    ]
+    flags += [
+        "--save_strategy",
+        "no",
+        "--load_best_model_at_end",
+        "false",
+        "--per_device_train_batch_size",
+        "8",
+    ]
+    run = train_ner(flags, default_config=REPO_ROOT / "recipes" / "wines" / "ner.yaml")
+    catalog = load_tagged_catalog(data, split_column="split_random")
+    model, tokenizer = run.trainer.model, run.trainer.processing_class
+    validation = TaggingEvaluator(catalog.validation, max_length=64)(model, tokenizer)
+    test = TaggingEvaluator(catalog.test, max_length=64)(model, tokenizer)
+    assert validation != test  # the two title sets tell apart which one was read
+    during = [entry for entry in run.trainer.state.log_history if "eval_f1" in entry][0]
+    assert during["eval_f1"] == pytest.approx(validation["f1"]) and during["step"] == 2
+    assert run.metrics["eval_f1"] == pytest.approx(test["f1"])
+    assert run.metrics["eval_token_accuracy"] == pytest.approx(test["token_accuracy"])

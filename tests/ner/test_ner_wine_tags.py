@@ -6,6 +6,7 @@ import importlib.util
 import json
 
 import pandas as pd
+import pytest
 from conftest import REPO_ROOT
 
 from metricbert_trainer.ner.tagging import spans_to_tags
@@ -81,3 +82,29 @@ def test_the_shipped_file_is_a_fixed_70_30_split_by_item():
     assert len(rows) == 3634 and len(train) == round(0.7 * len(rows))
     assert len({item["id"] for item in rows}) == len(rows)
     assert all(len(item["tokens"]) == len(item["tags"]) and item["description"] for item in rows)
+
+
+def _entities(rows: list[dict], label: str) -> set[str]:
+    build = build_module()
+    return {build.entity_text(row, label) for row in rows}
+
+
+@pytest.mark.parametrize(("column", "label"), [("split_winery", "WINERY"), ("split_variety", "VARIETY")])
+def test_the_entity_disjoint_splits_share_no_winery_or_variety_between_splits(column, label):
+    rows = [json.loads(line) for line in SHIPPED.read_text(encoding="utf-8").splitlines()]
+    parts = {name: [row for row in rows if row[column] == name] for name in ("train", "validation", "test")}
+    assert sum(map(len, parts.values())) == len(rows)
+    assert (
+        abs(len(parts["test"]) - 0.3 * len(rows)) < 40
+        and abs(len(parts["validation"]) - 0.1 * len(rows)) < 60
+    )
+    entities = {name: _entities(part, label) for name, part in parts.items()}
+    assert not entities["test"] & entities["train"] and not entities["test"] & entities["validation"]
+    assert not entities["validation"] & entities["train"]
+
+
+def test_the_random_split_keeps_the_recipes_test_titles_and_takes_validation_from_its_training_ones():
+    rows = [json.loads(line) for line in SHIPPED.read_text(encoding="utf-8").splitlines()]
+    assert all((row["split_random"] == "test") == (row["split"] == "test") for row in rows)
+    validation = [row for row in rows if row["split_random"] == "validation"]
+    assert all(row["split"] == "train" for row in validation) and len(validation) == 364
