@@ -141,15 +141,15 @@ def score_rows(
     """One result row per view and split: the scorer's vectors are computed once per view."""
     for view, catalog in views.items():
         vectors = scorer.item_vectors(catalog)
-        for split, split_annotations_ in annotations.items():
-            metrics = evaluate_vectors(vectors, scorer.distance, split_annotations_)
+        for split, seeds_of_split in annotations.items():
+            metrics = evaluate_vectors(vectors, scorer.distance, seeds_of_split)
             yield {
                 "benchmark": benchmark.name,
                 "view": view,
                 "split": split,
                 "model": model,
                 "train_seed": train_seed,
-                "seeds": len(split_annotations_.seeds),
+                "seeds": len(seeds_of_split.seeds),
                 "metrics": {name: round(float(metrics[name]), 4) for name in METRICS},
             }
 
