@@ -104,3 +104,31 @@ def test_the_check_sees_a_forbidden_import(tmp_path):
     assert imported_layers(module) == {("metricbert", 2)}
     assert "metricbert" not in ALLOWED["base.trainer"] | ALLOWED["recobert"]
     assert "ner" not in ALLOWED["metricbert"] | ALLOWED["recobert"]
+
+
+def test_importing_every_module_leaves_the_plotting_backend_alone():
+    """A notebook user's matplotlib backend is theirs: no module chooses one when imported (the
+    plots draw on ``Figure`` objects). Run in a fresh interpreter whose backend is svg, which a
+    ``matplotlib.use("Agg")`` anywhere in the package would replace."""
+    import os
+    import subprocess
+    import sys
+
+    script = (
+        "import importlib, pkgutil, matplotlib, metricbert_trainer\n"
+        "before = matplotlib.get_backend()\n"
+        "for module in pkgutil.walk_packages(metricbert_trainer.__path__, 'metricbert_trainer.'):\n"
+        "    if not module.name.endswith('__main__'):  # runs the command line\n"
+        "        importlib.import_module(module.name)\n"
+        "print(before, matplotlib.get_backend())\n"
+    )
+    environment = {**os.environ, "MPLBACKEND": "svg"}
+    result = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        env=environment,
+        cwd=REPO_ROOT,
+        check=True,
+    )
+    assert result.stdout.split() == ["svg", "svg"]

@@ -198,16 +198,14 @@ def comparison_title(catalog_path: str, annotations: Annotations) -> str:
 
 def plot_comparison(rows: Sequence[dict], ks: Sequence[int], path: Path, *, title: str) -> None:
     """One panel per metric, a filtered (solid) and a raw (hatched) bar per scorer."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     import numpy as np
+    from matplotlib.figure import Figure
 
     names = ["mpr", "mrr", *(f"hr@{k}" for k in ks)]
     labels = [row["name"] for row in rows]
     positions = np.arange(len(rows))
-    figure, axes = plt.subplots(1, len(names), figsize=(3.2 * len(names), 4.5), squeeze=False)
+    figure = Figure(figsize=(3.2 * len(names), 4.5))
+    axes = figure.subplots(1, len(names), squeeze=False)
     for axis, name in zip(axes[0], names, strict=True):
         axis.bar(positions - 0.2, [row["metrics"][name] for row in rows], width=0.4, label="filtered")
         axis.bar(
@@ -224,7 +222,6 @@ def plot_comparison(rows: Sequence[dict], ks: Sequence[int], path: Path, *, titl
     figure.legend(*axes[0][0].get_legend_handles_labels(), loc="upper right", ncols=2, fontsize=8)
     figure.tight_layout(rect=(0, 0, 1, 0.94))
     figure.savefig(path, dpi=120)
-    plt.close(figure)
 
 
 def timed_evaluation(scorer: Scorer, catalog: Catalog, annotations: Annotations, ks: Sequence[int]) -> dict:

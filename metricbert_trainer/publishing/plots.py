@@ -4,6 +4,9 @@ Both are PNGs written next to the model, for people who would rather look than r
 embedding plot is a PCA of every item's vector (its fields' unit vectors side by side, the
 space Metric_Inf ranks in), before and after training, coloured by a catalog column the user
 names; with a useful column, training should pull same-coloured items together.
+
+Figures are drawn on ``matplotlib.figure.Figure`` objects, without pyplot: no backend is chosen
+and no global figure is kept, so importing or calling this leaves a notebook's plotting alone.
 """
 
 from __future__ import annotations
@@ -13,13 +16,10 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-import matplotlib
+import numpy as np
+from matplotlib.figure import Figure
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-
-from metricbert_trainer.publishing.model_card import LOGGED_STATISTICS, logged_loss_terms, logged_steps  # noqa: E402
+from metricbert_trainer.publishing.model_card import LOGGED_STATISTICS, logged_loss_terms, logged_steps
 
 # The most frequent categories get these colours (tab10 without its grey); the rest are drawn
 # light grey as "other".
@@ -44,7 +44,8 @@ def plot_loss_terms(log_history: Sequence[Mapping[str, float]], path: str | Path
         return None
     terms = ["loss", *logged_loss_terms(logged)]
     statistics = [name for name in LOGGED_STATISTICS if any(name in entry for entry in logged)]
-    figure, (losses, stats) = plt.subplots(1, 2, figsize=(11, 4))
+    figure = Figure(figsize=(11, 4))
+    losses, stats = figure.subplots(1, 2)
     for names, axes in ((terms, losses), (statistics, stats)):
         for name in names:
             points = [(entry["step"], entry[name]) for entry in logged if name in entry]
@@ -76,7 +77,8 @@ def plot_embedding_projection(
     training": X1}``, rows = items), points coloured by ``labels`` (the ``column`` values)."""
     counts = Counter(labels)
     shown = [name for name, _ in counts.most_common(len(CATEGORY_COLOURS))]
-    figure, panels = plt.subplots(1, len(projections), figsize=(6 * len(projections), 5.5), squeeze=False)
+    figure = Figure(figsize=(6 * len(projections), 5.5))
+    panels = figure.subplots(1, len(projections), squeeze=False)
     labels_array = np.asarray(labels, dtype=object)
     for axes, (title, vectors) in zip(panels[0], projections.items(), strict=True):
         points = principal_components(vectors)
@@ -106,7 +108,6 @@ def _save(figure, path: str | Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     figure.tight_layout()
     figure.savefig(path, dpi=120)
-    plt.close(figure)
     return path
 
 
