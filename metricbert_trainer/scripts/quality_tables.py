@@ -247,6 +247,21 @@ def tables(rows: Iterable[dict]) -> dict[str, str]:
     return result
 
 
+TABLES_START = "<!-- quality tables: written by benchmarks/quality_tables.py --pages -->"
+TABLES_END = "<!-- end of quality tables -->"
+
+
+def write_tables_into(page: Path, text: str) -> None:
+    """Replaces what stands between the two table markers of ``page`` with ``text``; a page
+    without both markers is an error naming it (nothing else of the page is touched)."""
+    content = page.read_text(encoding="utf-8")
+    start, end = content.find(TABLES_START), content.find(TABLES_END)
+    if start < 0 or end < start:
+        raise SystemExit(f"{page} has no '{TABLES_START}' ... '{TABLES_END}' block to write the tables into.")
+    head = content[: start + len(TABLES_START)]
+    page.write_text(f"{head}\n\n{text}\n\n{content[end:]}", encoding="utf-8")
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -266,6 +281,13 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument(
         "--report", action="store_true", help="Print the tables of the results file and exit."
+    )
+    parser.add_argument(
+        "--pages",
+        nargs="*",
+        metavar="PAGE",
+        help="Also write the tables into these markdown pages, between their table markers "
+        "(README.md docs/quality.md).",
     )
     parser.add_argument(
         "--train-seeds",
@@ -301,8 +323,10 @@ def main(argv: list[str] | None = None) -> None:
                 rows += encoder_rows(spec, benchmark, models_dir)
         results.parent.mkdir(parents=True, exist_ok=True)
         results.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
-    for text in tables(read_rows(results)).values():
-        print(text + "\n")
+    text = "\n\n".join(tables(read_rows(results)).values())
+    print(text)
+    for page in options.pages or []:
+        write_tables_into(Path(page), text)
 
 
 def read_rows(path: Path) -> list[dict]:

@@ -9,6 +9,8 @@ import pytest
 from conftest import QUICK_RUN, REPO_ROOT, flags
 
 from metricbert_trainer.scripts.quality_tables import (
+    TABLES_END,
+    TABLES_START,
     TFIDF,
     TRAINED,
     ZERO_SHOT,
@@ -142,6 +144,11 @@ def test_the_command_trains_each_seed_once_ranks_every_view_and_split_and_reuses
     }
     assert len(rows) == 4 * 2 * 2  # four scorers, two views, two splits
     assert rows[0]["seeds"] == 3
-    main([*arguments, "--results", str(tmp_path / "again.jsonl")])
+    page = tmp_path / "page.md"
+    page.write_text(f"# Before\n\n{TABLES_START}\nstale\n{TABLES_END}\n\nAfter.\n", encoding="utf-8")
+    main([*arguments, "--results", str(tmp_path / "again.jsonl"), "--pages", str(page)])
     assert [path.stat().st_mtime_ns for path in weights] == stamps
     assert read_rows(tmp_path / "again.jsonl") == rows
+    written = page.read_text(encoding="utf-8")
+    assert written.startswith("# Before\n\n") and written.endswith(f"{TABLES_END}\n\nAfter.\n")
+    assert "stale" not in written and all(line in written for line in table_lines(tables(rows)["test"]))
