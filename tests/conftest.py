@@ -21,6 +21,8 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 REPO_ROOT = Path(__file__).resolve().parents[1]
 WINES_CSV = REPO_ROOT / "data" / "wines" / "winemag-sample-5811.csv"
 WINES_ANNOTATIONS = REPO_ROOT / "data" / "wines" / "proxy-annotations-100-seeds.csv"
+# What the wine recipes rank against by default: the held-out test seeds.
+WINES_TEST_ANNOTATIONS = REPO_ROOT / "data" / "wines" / "proxy-annotations-test-500-seeds.csv"
 VIDEO_GAMES_ANNOTATIONS = REPO_ROOT / "data" / "video_games" / "expert-annotations-90-seeds.json"
 
 

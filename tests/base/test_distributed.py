@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import REPO_ROOT, WINES_ANNOTATIONS, WINES_CSV, accelerate_command, flags
+from conftest import REPO_ROOT, WINES_CSV, WINES_TEST_ANNOTATIONS, accelerate_command, flags
 from transformers import AutoModel, AutoModelForMaskedLM, AutoModelForTokenClassification, AutoTokenizer
 
 from metricbert_trainer.base.modeling import load_masked_lm, masked_lm_location
@@ -186,7 +186,7 @@ def test_two_process_run_trains_evaluates_and_logs_across_processes(ddp_run, tin
     trained_length = json.loads((ddp_run / "training_args.json").read_text())["max_length"]
     evaluator = RankingEvaluator(
         load_catalog(WINES_CSV),
-        load_annotations(WINES_ANNOTATIONS, load_catalog(WINES_CSV)),
+        load_annotations(WINES_TEST_ANNOTATIONS, load_catalog(WINES_CSV)),  # the recipe's default
         batch_size=128,
         max_length=trained_length,
     )

@@ -164,11 +164,11 @@ def test_card_metadata_parses_back_and_is_complete(published):
     assert 'model.encode(["Nicosia 2013 Vulkà Bianco (Etna)", "Aromas include tropical fruit' in body
 
 
-def _untrained_card(trainer, info: ModelCardInfo) -> str:
-    """The card ``trainer`` writes for a model named demo, before any training step or evaluation."""
+def _untrained_card(trainer, info: ModelCardInfo, model_name: str = "demo") -> str:
+    """The card ``trainer`` writes for ``model_name``, before any training step or evaluation."""
     return render_model_card(
         info=info,
-        model_name="demo",
+        model_name=model_name,
         method=trainer.card_method,
         repo_id=None,
         objective_section="",
@@ -185,16 +185,7 @@ HOSTILE_NAME = 'm"); __import__("os").system("id"); ("`x'
 def test_a_model_name_enters_the_cards_code_only_as_a_string(trainer):
     """An output folder's name is the user's to choose: in every Python snippet of the card it is
     one string literal, and the shell line quotes it; it never becomes code."""
-    card = render_model_card(
-        info=ModelCardInfo(),
-        model_name=HOSTILE_NAME,
-        method=trainer.card_method,
-        repo_id=None,
-        objective_section="",
-        hyperparameters={},
-        log_history=[],
-        trainer_tags=list(trainer._tag_names),
-    )
+    card = _untrained_card(trainer, ModelCardInfo(), model_name=HOSTILE_NAME)
     blocks = re.findall(r"```python\n(.*?)```", card, flags=re.DOTALL)
     assert blocks
     for block in blocks:
