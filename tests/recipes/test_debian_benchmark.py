@@ -201,7 +201,7 @@ def test_labels_use_section_and_informative_tags_only(items):
 def test_annotations_draw_seeds_with_enough_similar_items_in_the_wine_layout():
     similar = {"a": ["b", "c"], "b": ["a"], "c": ["a"]}
     titles = {name: f"{name}: title" for name in similar}
-    frame = build.draw_annotations(similar, titles, seed=0, seeds=1, per_seed=2)
+    frame = build.draw_annotations(similar, titles, rng_seed=0, seeds=1, per_seed=2)
     assert list(frame.columns) == ["seed_id", "seed_title", "recommended_id", "recommended_title"]
     assert set(frame["seed_id"]) == {"a"} and sorted(frame["recommended_id"]) == ["b", "c"]
-    assert frame.equals(build.draw_annotations(similar, titles, seed=0, seeds=1, per_seed=2))
+    assert frame.equals(build.draw_annotations(similar, titles, rng_seed=0, seeds=1, per_seed=2))
