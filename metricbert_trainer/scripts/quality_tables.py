@@ -193,7 +193,6 @@ def summarise(rows: Iterable[dict]) -> dict[tuple[str, str, str, str], dict[str,
     """(benchmark, split, view, model) -> metric -> the values over training seeds (one for the
     untrained scorers), and a ``gain`` model: each trained seed minus the zero-shot start."""
     grouped: dict[tuple[str, str, str, str], dict[str, list[float]]] = {}
-    rows = list(rows)
     for row in rows:
         key = (row["benchmark"], row["split"], row["view"], row["model"])
         entry = grouped.setdefault(key, {metric: [] for metric in METRICS})
