@@ -53,6 +53,7 @@ def redact_local_paths(values: dict) -> dict:
             "mlm_weight",
             "mlm_probability",
         ),
+        "The output folder": ("overwrite_output_dir",),
         "Precision, numerics and checkpoints": (
             "cpu_bf16",
             "nonfinite_loss",
@@ -125,6 +126,17 @@ class CatalogTrainerConfig(TrainingArguments):
             "help": "What a NaN or infinite training loss does: stop (raise, naming the step; the last checkpoint "
             "stays intact) or skip (drop that optimizer step's gradients, count it and go on).",
             "choices": NONFINITE_LOSS_ACTIONS,
+        },
+    )
+    # transformers 5 dropped this TrainingArguments field; the recipes restore its meaning, and
+    # more (data.output_files): an earlier run's folder is cleared, a user's files are never
+    # written over without it.
+    overwrite_output_dir: bool = field(
+        default=False,
+        metadata={
+            "help": "Write into an output_dir that already holds files: an earlier run's are removed first (its "
+            "checkpoints and plots too), other files are replaced where the run writes the same names. Without it "
+            "such a folder is refused, unless resume_from_checkpoint continues the earlier run in it."
         },
     )
     allow_pickled_checkpoints: bool = field(

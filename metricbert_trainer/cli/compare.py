@@ -17,12 +17,14 @@ from metricbert_trainer.cli.options import (
     load_cli_catalog,
     metric_label,
     name_and_path,
+    overwrite_options,
     report_header,
     results_table,
     write_json,
 )
 from metricbert_trainer.data.annotations import Annotations, load_annotations
 from metricbert_trainer.data.catalog import Catalog
+from metricbert_trainer.data.output_files import check_new_files
 from metricbert_trainer.evaluation.encoding import PRECISIONS
 from metricbert_trainer.evaluation.evaluator import evaluate_scorer
 from metricbert_trainer.evaluation.neighbours import CONCAT, METRIC_INF, catalog_views, mode_label
@@ -47,7 +49,7 @@ BASELINES = {
 def add_parser(commands: argparse._SubParsersAction) -> None:
     compare = commands.add_parser(
         "compare",
-        parents=[catalog_options(), annotation_options()],
+        parents=[catalog_options(), annotation_options(), overwrite_options()],
         help="Baselines and models in one table, JSON file and bar chart.",
     )
     add_scorer_arguments(compare)
@@ -169,14 +171,23 @@ def scorers(args: argparse.Namespace, catalog: Catalog) -> Iterator[tuple[Scorer
         del model
 
 
+RESULT_FILES = ("results.md", "results.json", "results.png")
+
+
 def run(args: argparse.Namespace) -> int:
+    output_dir = Path(args.output_dir)
+    check_new_files(
+        [output_dir / name for name in RESULT_FILES],
+        option="--output-dir",
+        reads=[args.catalog, args.annotations],
+        overwrite=args.overwrite,
+    )
     catalog = load_cli_catalog(args)
     annotations = load_annotations(args.annotations, catalog, on_unmatched=args.on_unmatched)
     rows = [
         timed_evaluation(scorer, catalog, annotations, args.ks) | extra
         for scorer, extra in scorers(args, catalog)
     ]
-    output_dir = Path(args.output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
     table = results_table([(row["name"], row["metrics"]) for row in rows], args.ks)
     print(table)

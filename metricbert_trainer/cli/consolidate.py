@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import argparse
 
+from metricbert_trainer.cli.options import overwrite_options
+from metricbert_trainer.data.output_files import check_empty_folder
 from metricbert_trainer.publishing.consolidate import consolidate_zero_checkpoint
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
     consolidate = commands.add_parser(
         "consolidate",
+        parents=[overwrite_options()],
         help="Merge a DeepSpeed ZeRO checkpoint's partitions into an ordinary fp32 model folder.",
     )
     consolidate.add_argument(
@@ -28,6 +31,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    check_empty_folder(args.output_dir, option="output_dir", overwrite=args.overwrite)
     output_dir = consolidate_zero_checkpoint(
         args.checkpoint, args.output_dir, tag=args.tag, allow_pickle=args.allow_pickle
     )

@@ -12,11 +12,14 @@ from metricbert_trainer.cli.options import (
     load_cli_catalog,
     model_options,
     name_and_path,
+    overwrite_options,
     report_header,
     results_table,
     write_json,
 )
 from metricbert_trainer.data.annotations import load_annotations
+from metricbert_trainer.data.output_files import check_new_file
+from metricbert_trainer.evaluation.encoding import check_cache_path
 from metricbert_trainer.evaluation.evaluator import evaluate_scorer
 from metricbert_trainer.evaluation.scorers import load_encoder
 
@@ -24,7 +27,7 @@ from metricbert_trainer.evaluation.scorers import load_encoder
 def add_parser(commands: argparse._SubParsersAction) -> None:
     evaluate = commands.add_parser(
         "evaluate",
-        parents=[catalog_options(), annotation_options(), model_options()],
+        parents=[catalog_options(), annotation_options(), model_options(), overwrite_options()],
         help="Ranking metrics of one model on annotated similar items.",
     )
     evaluate.add_argument("--output", default=None, help="Write the metrics to this JSON file.")
@@ -32,6 +35,12 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.output:
+        check_new_file(
+            args.output, option="--output", reads=[args.catalog, args.annotations], overwrite=args.overwrite
+        )
+    if args.cache:
+        check_cache_path(args.cache)
     catalog = load_cli_catalog(args)
     annotations = load_annotations(args.annotations, catalog, on_unmatched=args.on_unmatched)
     name, path = name_and_path(args.model)

@@ -7,7 +7,8 @@ from pathlib import Path
 
 from transformers import AutoModelForTokenClassification, AutoTokenizer
 
-from metricbert_trainer.cli.options import write_json
+from metricbert_trainer.cli.options import overwrite_options, write_json
+from metricbert_trainer.data.output_files import check_new_file
 from metricbert_trainer.ner.dataset import load_tagged_catalog
 from metricbert_trainer.ner.evaluator import TaggingEvaluator
 from metricbert_trainer.ner.metrics import METRIC_NAMES
@@ -17,6 +18,7 @@ from metricbert_trainer.publishing.markdown import markdown_table
 def add_parser(commands: argparse._SubParsersAction) -> None:
     command = commands.add_parser(
         "ner-evaluate",
+        parents=[overwrite_options()],
         help="Entity-level precision, recall and F1, exact match and token accuracy of a tagger on held-out titles.",
     )
     command.add_argument(
@@ -40,6 +42,8 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.output:
+        check_new_file(args.output, option="--output", reads=[args.data], overwrite=args.overwrite)
     model = AutoModelForTokenClassification.from_pretrained(args.model, use_safetensors=True)
     tokenizer = AutoTokenizer.from_pretrained(args.model)
     labels = [model.config.id2label[index] for index in range(model.config.num_labels)]

@@ -63,6 +63,17 @@ def catalog_options() -> argparse.ArgumentParser:
     return parser
 
 
+def overwrite_options() -> argparse.ArgumentParser:
+    """``--overwrite``: the one way to let a command replace files that exist (``data.output_files``)."""
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="Replace output files that already exist (never a file the command reads).",
+    )
+    return parser
+
+
 def annotation_options() -> argparse.ArgumentParser:
     """The annotated similar items the rankings are judged on."""
     parser = argparse.ArgumentParser(add_help=False)
@@ -98,7 +109,11 @@ def model_options() -> argparse.ArgumentParser:
         help=f"{METRIC_INF} (sum of per-field angular distances), {CONCAT} "
         "(fields joined, the paper's Mean) or a field name.",
     )
-    parser.add_argument("--cache", default=None, help="An .npz to keep the catalog embeddings in and reuse.")
+    parser.add_argument(
+        "--cache",
+        default=None,
+        help="An .npz to keep the catalog embeddings in and reuse (it only ever replaces such a cache).",
+    )
     return parser
 
 

@@ -9,8 +9,14 @@ from pathlib import Path
 from huggingface_hub import ModelCard
 
 from metricbert_trainer.base.modeling import resolve_model_name
-from metricbert_trainer.cli.options import catalog_options, integer_at_least, load_cli_catalog
+from metricbert_trainer.cli.options import (
+    catalog_options,
+    integer_at_least,
+    load_cli_catalog,
+    overwrite_options,
+)
 from metricbert_trainer.data.catalog import catalog_column
+from metricbert_trainer.data.output_files import check_new_files
 from metricbert_trainer.evaluation.scorers import load_encoder
 from metricbert_trainer.publishing.plots import plot_catalog_before_after, plot_loss_terms
 
@@ -18,7 +24,7 @@ from metricbert_trainer.publishing.plots import plot_catalog_before_after, plot_
 def add_parser(commands: argparse._SubParsersAction) -> None:
     plot = commands.add_parser(
         "plot",
-        parents=[catalog_options()],
+        parents=[catalog_options(), overwrite_options()],
         help="Plots of a checkpoint: its loss terms, and the catalog's embeddings before and after training.",
     )
     plot.add_argument("checkpoint", help="A saved model or checkpoint-N folder.")
@@ -45,6 +51,13 @@ def run(args: argparse.Namespace) -> int:
     checkpoint = Path(args.checkpoint)
     output_dir = Path(args.output_dir) if args.output_dir else checkpoint
     state_file = checkpoint / "trainer_state.json"
+    plots = ["embeddings_pca.png", *(["loss_terms.png"] if state_file.is_file() else [])]
+    check_new_files(
+        [output_dir / name for name in plots],
+        option="--output-dir",
+        reads=[args.catalog],
+        overwrite=args.overwrite,
+    )
     if state_file.is_file():
         history = json.loads(state_file.read_text(encoding="utf-8"))["log_history"]
         written = plot_loss_terms(history, output_dir / "loss_terms.png")

@@ -12,6 +12,7 @@ from metricbert_trainer.cli.options import (
     model_options,
     name_and_path,
 )
+from metricbert_trainer.evaluation.encoding import check_cache_path
 from metricbert_trainer.evaluation.neighbours import mode_label, top_k
 from metricbert_trainer.evaluation.scorers import load_encoder
 from metricbert_trainer.publishing.markdown import markdown_table
@@ -29,6 +30,8 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.cache:
+        check_cache_path(args.cache)
     catalog = load_cli_catalog(args)
     try:
         item = catalog.ids.index(args.item)

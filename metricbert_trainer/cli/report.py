@@ -19,9 +19,11 @@ from metricbert_trainer.cli.options import (
     catalog_options,
     integer_at_least,
     load_cli_catalog,
+    overwrite_options,
     results_cells,
 )
 from metricbert_trainer.data.annotations import load_annotations
+from metricbert_trainer.data.output_files import check_new_file
 from metricbert_trainer.evaluation.evaluator import evaluate_distance_rows, seed_rankings
 from metricbert_trainer.publishing.report_page import ScorerView, render_report
 
@@ -31,7 +33,7 @@ logger = logging.getLogger("metricbert_trainer.cli")
 def add_parser(commands: argparse._SubParsersAction) -> None:
     report = commands.add_parser(
         "report",
-        parents=[catalog_options(), annotation_options()],
+        parents=[catalog_options(), annotation_options(), overwrite_options()],
         help="One self-contained HTML page: metrics, plots and each seed's recommendations per model.",
     )
     add_scorer_arguments(report)
@@ -43,6 +45,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    output = check_new_file(
+        args.output, option="--output", reads=[args.catalog, args.annotations], overwrite=args.overwrite
+    )
     catalog = load_cli_catalog(args)
     annotations = load_annotations(args.annotations, catalog, on_unmatched=args.on_unmatched)
     rows, views = [], []
@@ -66,7 +71,6 @@ def run(args: argparse.Namespace) -> int:
         scorers=views,
         plots=plots,
     )
-    output = Path(args.output)
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text(page, encoding="utf-8")
     logger.info("Wrote %s (%d seeds, %d scorers).", output, len(annotations.seeds), len(views))

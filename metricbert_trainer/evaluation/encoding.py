@@ -25,6 +25,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from metricbert_trainer.base.distributed import world_size
 from metricbert_trainer.base.pooling import mean_pool
 from metricbert_trainer.data.catalog import Catalog
+from metricbert_trainer.errors import UsageError
 from metricbert_trainer.evaluation.neighbours import METRIC_INF, catalog_views
 
 logger = logging.getLogger(__name__)
@@ -130,7 +131,8 @@ def encode_catalog(
 
     With ``cache_path``, the matrices are read from that ``.npz`` when its fingerprint (model
     weights and config, tokenizer, ``max_length``, mode and texts) matches, and otherwise encoded
-    and written there, replacing what it held. ``across_processes`` shares the encoding among
+    and written there, replacing the cache it held; a file there that is not an embedding cache is
+    never replaced (``check_cache_path``). ``across_processes`` shares the encoding among
     the processes of a distributed run (see ``encode_texts``).
     """
     views = catalog_views(catalog, mode)
@@ -151,7 +153,7 @@ def encode_catalog(
 
     if cache_path is None:
         return encode_views()
-    cache_path = Path(cache_path)
+    cache_path = check_cache_path(cache_path)
     fingerprint = embedding_fingerprint(model, tokenizer, views, max_length=max_length)
     cached = _read_cache(cache_path, fingerprint, list(views))
     if cached is not None:
@@ -210,6 +212,31 @@ def embedding_fingerprint(
         for text in texts:
             add(text)
     return digest.hexdigest()
+
+
+def check_cache_path(path: str | Path) -> Path:
+    """``path`` as a ``Path``, after a ``UsageError`` when it names a folder or a file that is not
+    an embedding cache: a mistyped ``--cache`` (the catalog, say) must not turn a user's file into
+    an npz archive."""
+    path = Path(path)
+    if path.is_dir():
+        raise UsageError(f"the embedding cache {path} is a folder; name an .npz file")
+    if path.exists() and not is_embedding_cache(path):
+        raise UsageError(
+            f"{path} is not an embedding cache (an .npz this library wrote), so it is not replaced; name another "
+            "file for the cache"
+        )
+    return path
+
+
+def is_embedding_cache(path: Path) -> bool:
+    """Whether ``path`` is an .npz archive laid out as ``_write_cache`` writes one."""
+    try:
+        with np.load(path, allow_pickle=False) as stored:
+            names = stored.files
+    except (OSError, ValueError, EOFError):
+        return False
+    return "fingerprint" in names and all(name == "fingerprint" or name.startswith("view:") for name in names)
 
 
 def _read_cache(path: Path, fingerprint: str, names: list[str]) -> dict[str, np.ndarray] | None:

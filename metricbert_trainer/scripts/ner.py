@@ -22,6 +22,7 @@ from metricbert_trainer.ner.trainer import NerTrainer
 from metricbert_trainer.publishing.model_card import ModelCardInfo
 from metricbert_trainer.scripts.arguments import ModelArguments, parse_recipe_args
 from metricbert_trainer.scripts.output_lock import output_folder_lock
+from metricbert_trainer.scripts.preflight import check_tagging_arguments
 from metricbert_trainer.scripts.train import TrainingRun, configure_logging, warn_if_cores_idle
 
 
@@ -99,9 +100,15 @@ def main(args: Sequence[str] | None = None, default_config: str | Path | None = 
 def train_ner(
     model_args: ModelArguments, data_args: NerDataArguments, training_args: NerConfig
 ) -> TrainingRun:
-    """Trains a tagger on the training split, evaluates it on the held-out split (``eval_f1``, ...),
-    saves it with its card and pushes it when asked, holding the output folder's run lock."""
-    with output_folder_lock(training_args.output_dir, holder=training_args.process_index == 0):
+    """Checks the arguments (``preflight``), then trains a tagger on the training split, evaluates it
+    on the held-out split (``eval_f1``, ...), saves it with its card and pushes it when asked,
+    holding the output folder's run lock."""
+    check_tagging_arguments(model_args, data_args, training_args)
+    with output_folder_lock(
+        training_args.output_dir,
+        holder=training_args.process_index == 0,
+        overwrite=training_args.overwrite_output_dir,
+    ):
         configure_logging(training_args)
         warn_if_cores_idle(training_args)
         set_seed(training_args.seed)

@@ -1,4 +1,4 @@
-"""One run at a time in an output folder.
+"""One run at a time in an output folder, and a folder left as the run found it when it fails early.
 
 Two runs writing checkpoints, rotations and a model card into the same folder interleave them:
 ``resume_from_checkpoint: last`` may then pick the other run's checkpoint, and each run's rotation
@@ -6,6 +6,10 @@ deletes the other's. The first process of a run holds an advisory lock on ``_run
 folder for as long as it runs; a second run is refused at once, naming the process that holds it.
 The operating system drops the lock when its process ends, however it ends (a SIGKILL too), so an
 interrupted run never leaves a stale lock behind.
+
+The lock is also the mark of a folder a run of this library wrote (``data.output_files``), which
+a run told to overwrite clears first. A run that fails before it wrote anything removes the folder
+it created, so a mistake leaves no empty folder behind.
 """
 
 from __future__ import annotations
@@ -13,25 +17,33 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
+from metricbert_trainer.data.output_files import (
+    RUN_LOCK_FILE,
+    clear_earlier_run,
+    earlier_entries,
+    is_earlier_run,
+)
 from metricbert_trainer.errors import UsageError
-
-# Leading underscore: transformers leaves "_*" out of what it uploads to the Hub.
-LOCK_FILE = "_run.lock"
 
 
 @contextlib.contextmanager
-def output_folder_lock(output_dir: str | Path, holder: bool = True) -> Iterator[None]:
+def output_folder_lock(
+    output_dir: str | Path, holder: bool = True, overwrite: bool = False
+) -> Iterator[None]:
     """Holds ``output_dir``'s run lock for the ``with`` block; raises ``UsageError`` when another
-    run holds it. ``holder=False`` (every process but a launch's first) takes no lock."""
+    run holds it. ``holder=False`` (every process but a launch's first) takes no lock.
+    ``overwrite``: clear an earlier run's files once the lock is held (``clear_earlier_run``)."""
     if not holder:
         yield
         return
     folder = Path(output_dir)
+    created, earlier_run = not folder.exists(), is_earlier_run(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    handle = open(folder / LOCK_FILE, "a+", encoding="utf-8")  # noqa: SIM115 - held for the whole block
+    handle = open(folder / RUN_LOCK_FILE, "a+", encoding="utf-8")  # noqa: SIM115 - held for the whole block
     try:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -46,6 +58,13 @@ def output_folder_lock(output_dir: str | Path, holder: bool = True) -> Iterator[
         handle.truncate()
         handle.write(f"pid {os.getpid()}")
         handle.flush()
-        yield
+        if overwrite:
+            clear_earlier_run(folder, earlier_run=earlier_run)
+        try:
+            yield
+        except BaseException:
+            if created and not earlier_entries(folder):
+                shutil.rmtree(folder, ignore_errors=True)
+            raise
     finally:
         handle.close()

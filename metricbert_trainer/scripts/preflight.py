@@ -19,6 +19,7 @@ from transformers import TrainingArguments
 from transformers.integrations import get_available_reporting_integrations
 from transformers.trainer import TRAINER_STATE_NAME
 
+from metricbert_trainer.data.output_files import output_folder_content_problems
 from metricbert_trainer.errors import UsageError
 from metricbert_trainer.evaluation.label_free import signal_names
 from metricbert_trainer.evaluation.metrics import ranking_metric_names
@@ -57,9 +58,29 @@ def check_recipe_arguments(
         *publishing_problems(training_args),
         *input_file_problems(data_args),
         *model_path_problems(model_args.model_name_or_path),
-        *output_folder_problems(training_args.output_dir),
+        *output_folder_problems(training_args),
         *resume_problems(training_args.resume_from_checkpoint),
     ]
+    raise_problems(problems)
+
+
+def check_tagging_arguments(model_args, data_args, training_args: TrainingArguments) -> None:
+    """The checks of ``check_recipe_arguments`` that a multi-task NER recipe's arguments take:
+    its tagged catalog is its one input file, and it evaluates on its own held-out titles."""
+    raise_problems(
+        [
+            *nonfinite_numbers(model_args, data_args, training_args),
+            *training_range_problems(training_args),
+            *_readable_file("tagged_catalog", data_args.tagged_catalog),
+            *model_path_problems(model_args.model_name_or_path),
+            *output_folder_problems(training_args),
+            *resume_problems(training_args.resume_from_checkpoint),
+        ]
+    )
+
+
+def raise_problems(problems: list[str]) -> None:
+    """One ``UsageError`` naming every problem, when there is any."""
     if problems:
         raise UsageError(problems[0] if len(problems) == 1 else "; ".join(problems))
 
@@ -162,8 +183,10 @@ def model_path_problems(model_name_or_path: str) -> list[str]:
     return []
 
 
-def output_folder_problems(output_dir: str | None) -> list[str]:
-    """The output folder must be a folder this process can write, or creatable where it is named."""
+def output_folder_problems(training_args: TrainingArguments) -> list[str]:
+    """The output folder must be a folder this process can write, or creatable where it is named,
+    and hold nothing the run may not replace (``output_files.output_folder_content_problems``)."""
+    output_dir = training_args.output_dir
     if not output_dir:
         return ["output_dir must name a folder"]
     location = Path(output_dir).expanduser().absolute()
@@ -176,7 +199,11 @@ def output_folder_problems(output_dir: str | None) -> list[str]:
         return [f"output_dir {output_dir} cannot be created: {existing} is a file"]
     if not os.access(existing, os.W_OK | os.X_OK):
         return [f"output_dir {output_dir} is not writable: no write permission on {existing}"]
-    return []
+    return output_folder_content_problems(
+        output_dir,
+        overwrite=training_args.overwrite_output_dir,
+        resuming=training_args.resume_from_checkpoint not in (None, False),
+    )
 
 
 def resume_problems(resume_from_checkpoint: str | bool | None) -> list[str]:

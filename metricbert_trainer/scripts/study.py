@@ -104,8 +104,8 @@ def run_variants(study: Study, names: list[str], seed: int) -> list[dict]:
     """One training run shared by ``names`` (variants that differ only in ``trained_weight_share``),
     and a results row per variant."""
     started = time.time()
-    with tempfile.TemporaryDirectory() as output_dir:
-        model_args, data_args, training_args = variant_arguments(study, names[0], seed, Path(output_dir))
+    with tempfile.TemporaryDirectory() as folder:
+        model_args, data_args, training_args = variant_arguments(study, names[0], seed, Path(folder))
         warmup, terms, evaluations = None, {}, []
         if is_zero_shot(names[0]):
             metrics = {names[0]: evaluate_untrained(model_args, data_args, training_args)}
@@ -153,19 +153,19 @@ def blended_metrics(run: TrainingRun, overrides: dict, model_args: ModelArgument
     return {f"eval_{name}": value for name, value in ranking.items()}
 
 
-def variant_arguments(study: Study, name: str, seed: int, output_dir: Path):
-    """The recipe arguments of one variant's run, writing into ``output_dir``.
+def variant_arguments(study: Study, name: str, seed: int, folder: Path):
+    """The recipe arguments of one variant's run, which writes into ``folder / "run"``.
 
-    The base recipe and the overrides are merged into one YAML there, so an override can also
-    unset an option (``max_length: null`` chooses it from the data), which no flag can say.
+    The base recipe and the overrides are merged into one YAML in ``folder``, so an override can
+    also unset an option (``max_length: null`` chooses it from the data), which no flag can say.
     """
     config = yaml.safe_load(Path(study.base_config).read_text(encoding="utf-8")) or {}
     config.update({**study.shared, **study.variants[name]})
-    config_path = output_dir / "variant.yaml"
+    config_path = folder / "variant.yaml"
     config_path.write_text(yaml.safe_dump(config), encoding="utf-8")
     flags = [
         "--output_dir",
-        str(output_dir),
+        str(folder / "run"),
         "--seed",
         str(seed),
         "--save_strategy",

@@ -84,7 +84,11 @@ def train(
     check_recipe_arguments(
         model_args, data_args, training_args, TRAINERS[type(training_args)].label_free_selection
     )
-    with output_folder_lock(training_args.output_dir, holder=training_args.process_index == 0):
+    with output_folder_lock(
+        training_args.output_dir,
+        holder=training_args.process_index == 0,
+        overwrite=training_args.overwrite_output_dir,
+    ):
         return _train(model_args, data_args, training_args)
 
 

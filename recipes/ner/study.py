@@ -88,6 +88,9 @@ def run_study(
                     str(seed),
                     "--output_dir",
                     str(output_root / folder),
+                    # The study's own folder: one an interrupted study left is replaced.
+                    "--overwrite_output_dir",
+                    "true",
                     *REGIMES[name],
                 ]
                 run = train_ner(flags, default_config=CONFIG)

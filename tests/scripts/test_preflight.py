@@ -9,10 +9,11 @@ import textwrap
 import pytest
 from conftest import REPO_ROOT
 
+from metricbert_trainer.data.output_files import RUN_LOCK_FILE
 from metricbert_trainer.errors import UsageError, report_usage_errors
 from metricbert_trainer.metricbert.config import MetricBertConfig
 from metricbert_trainer.scripts.arguments import DataArguments, ModelArguments, parse_recipe_args
-from metricbert_trainer.scripts.output_lock import LOCK_FILE, output_folder_lock
+from metricbert_trainer.scripts.output_lock import output_folder_lock
 from metricbert_trainer.scripts.preflight import check_recipe_arguments
 
 TYPES = (ModelArguments, DataArguments, MetricBertConfig)
@@ -181,7 +182,7 @@ def test_one_run_at_a_time_per_output_folder(tmp_path):
         first.kill()
         first.wait()
     with output_folder_lock(tmp_path):  # a killed holder leaves no stale lock
-        assert (tmp_path / LOCK_FILE).read_text(encoding="utf-8") == f"pid {os.getpid()}"
+        assert (tmp_path / RUN_LOCK_FILE).read_text(encoding="utf-8") == f"pid {os.getpid()}"
 
 
 def test_usage_errors_print_one_line_and_exit_non_zero(capsys, monkeypatch):

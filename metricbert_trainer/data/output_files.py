@@ -1,0 +1,140 @@
+"""Which files a command may write: never a file it reads, never one it did not create unless told.
+
+A user who names the wrong path (``--output`` the catalog, ``--output_dir`` a folder of their own)
+must lose nothing. Every command and recipe that writes asks here first, before anything loads:
+
+- a file the command reads (its catalog, its annotations) is never written over;
+- any other existing file is replaced only when the user says so (``--overwrite`` on the
+  ``metricbert`` commands, ``overwrite_output_dir`` in a recipe), and the refusal names the file;
+- a recipe's output folder must be empty, or hold an earlier run of this library (its run lock,
+  ``RUN_LOCK_FILE``) that the recipe resumes (``resume_from_checkpoint``) or, with
+  ``overwrite_output_dir``, replaces whole, so no checkpoint or plot of the earlier run is left
+  beside the new model. Files of a folder no run of this library wrote are replaced one by one by
+  the files the run writes, and only with ``overwrite_output_dir``; the others stay.
+
+The embedding cache has its own rule (``evaluation.encoding``): it replaces only embedding caches.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from collections.abc import Iterable
+from pathlib import Path
+
+from metricbert_trainer.errors import UsageError
+
+logger = logging.getLogger(__name__)
+
+# The run lock every training run holds in its output folder (``scripts.output_lock``): also the
+# mark of a folder a run of this library wrote. Leading underscore: transformers leaves "_*" out
+# of what it uploads to the Hub.
+RUN_LOCK_FILE = "_run.lock"
+# How many of a folder's entries a message lists before it counts the rest.
+LISTED_ENTRIES = 5
+
+
+def check_new_files(
+    paths: Iterable[str | Path],
+    *,
+    option: str,
+    reads: Iterable[str | Path | None] = (),
+    overwrite: bool = False,
+) -> None:
+    """Raises ``UsageError`` naming the first of ``paths`` that is one of the files the command
+    ``reads``, or that exists while ``overwrite`` is off; ``option`` is how the user named it."""
+    read = {_identity(Path(path)) for path in reads if path}
+    for path in map(Path, paths):
+        if _identity(path) in read:
+            raise UsageError(f"{option} {path} is a file this command reads; name another file")
+        if path.is_dir():
+            raise UsageError(f"{option} {path} is a folder; name a file")
+        if path.exists() and not overwrite:
+            raise UsageError(f"{option} {path} exists; pass --overwrite to replace it, or name another file")
+
+
+def check_new_file(
+    path: str | Path, *, option: str, reads: Iterable[str | Path | None] = (), overwrite: bool = False
+) -> Path:
+    """``check_new_files`` for one path, returned as a ``Path``."""
+    check_new_files([path], option=option, reads=reads, overwrite=overwrite)
+    return Path(path)
+
+
+def check_empty_folder(path: str | Path, *, option: str, overwrite: bool = False) -> Path:
+    """Raises ``UsageError`` when ``path`` is a file, or a folder with entries while ``overwrite``
+    is off: for commands that write a whole folder of files they do not list in advance."""
+    folder = Path(path)
+    if folder.exists() and not folder.is_dir():
+        raise UsageError(f"{option} {path} is a file; name a folder")
+    entries = earlier_entries(folder)
+    if entries and not overwrite:
+        raise UsageError(
+            f"{option} {path} already holds files ({listed(entries)}); pass --overwrite to write over them, or "
+            "name an empty folder"
+        )
+    return folder
+
+
+def output_folder_content_problems(output_dir: str | Path, *, overwrite: bool, resuming: bool) -> list[str]:
+    """Why a run may not write into ``output_dir`` as it stands (empty when it may)."""
+    folder = Path(output_dir).expanduser()
+    entries = earlier_entries(folder)
+    if not entries:
+        return []
+    if overwrite or (resuming and is_earlier_run(folder)):
+        return []
+    what = "an earlier run's files" if is_earlier_run(folder) else "files no run of this library wrote"
+    continuing = ", resume_from_checkpoint last to continue that run" if is_earlier_run(folder) else ""
+    return [
+        f"output_dir {output_dir} already holds {what} ({listed(entries)}): pass --overwrite_output_dir true to "
+        f"replace them{continuing}, or name an empty folder"
+    ]
+
+
+def clear_earlier_run(output_dir: str | Path, *, earlier_run: bool) -> None:
+    """Removes everything an earlier run of this library left in ``output_dir`` (its run lock
+    excepted), so a run told to overwrite it leaves no stale checkpoint or plot; a folder that no
+    run of this library wrote (``earlier_run``: ``is_earlier_run`` before this run took its lock)
+    is left as it is, its same-named files replaced as the run writes them."""
+    folder = Path(output_dir)
+    entries = earlier_entries(folder)
+    if not entries:
+        return
+    if not earlier_run:
+        logger.warning(
+            "output_dir %s holds files no run of this library wrote (%s); overwrite_output_dir replaces those "
+            "the run writes and leaves the others.",
+            folder,
+            listed(entries),
+        )
+        return
+    for entry in entries:
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry)
+        else:
+            entry.unlink()
+    logger.info("overwrite_output_dir: removed the earlier run's %d entries from %s.", len(entries), folder)
+
+
+def is_earlier_run(folder: Path) -> bool:
+    """Whether a run of this library wrote ``folder`` (it holds the run lock file)."""
+    return (folder / RUN_LOCK_FILE).is_file()
+
+
+def earlier_entries(folder: Path) -> list[Path]:
+    """The entries of ``folder`` besides the run lock, sorted; none when it does not exist."""
+    if not folder.is_dir():
+        return []
+    return sorted(entry for entry in folder.iterdir() if entry.name != RUN_LOCK_FILE)
+
+
+def listed(entries: list[Path]) -> str:
+    names = ", ".join(entry.name for entry in entries[:LISTED_ENTRIES])
+    more = len(entries) - LISTED_ENTRIES
+    return names + (f" and {more} more" if more > 0 else "")
+
+
+def _identity(path: Path) -> Path:
+    """The same value for every spelling of one file (relative, ``~``, ``..``, symbolic links)."""
+    return path.expanduser().resolve()

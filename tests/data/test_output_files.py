@@ -1,0 +1,178 @@
+"""No command writes over a file it reads, or over one it did not create unless told to
+(``data.output_files``): each command and a recipe, run on real files, with the files checked
+byte for byte afterwards."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import QUICK_RUN, flags
+
+from metricbert_trainer.cli import main as metricbert
+from metricbert_trainer.data.output_files import RUN_LOCK_FILE
+from metricbert_trainer.errors import UsageError
+from metricbert_trainer.scripts.train import main as train_recipe
+
+
+def _refused(capsys, arguments: list[str]) -> str:
+    assert metricbert(arguments) == 1
+    return capsys.readouterr().err
+
+
+def _catalog_and_annotations(files) -> list[str]:
+    return ["--catalog", str(files / "wines.csv"), "--annotations", str(files / "annotations.csv")]
+
+
+def test_no_command_writes_over_a_file_it_reads(files, tiny_model_path, capsys):
+    before = {name: (files / name).read_bytes() for name in ("wines.csv", "annotations.csv")}
+    model = ["--model", tiny_model_path]
+    for arguments in (
+        [
+            "evaluate",
+            *model,
+            *_catalog_and_annotations(files),
+            "--output",
+            str(files / "wines.csv"),
+            "--overwrite",
+        ],
+        [
+            "report",
+            "--baselines",
+            "tfidf",
+            *_catalog_and_annotations(files),
+            "--output",
+            str(files / "annotations.csv"),
+        ],
+    ):
+        message = _refused(capsys, arguments)
+        assert "is a file this command reads; name another file" in message, message
+    # The catalog as an embedding cache: not a cache, so never replaced.
+    message = _refused(
+        capsys,
+        [
+            "recommend",
+            *model,
+            "--catalog",
+            str(files / "wines.csv"),
+            "--item",
+            "0",
+            "--cache",
+            str(files / "wines.csv"),
+        ],
+    )
+    assert f"{files / 'wines.csv'} is not an embedding cache" in message
+    assert {name: (files / name).read_bytes() for name in before} == before
+
+
+def test_an_existing_output_is_replaced_only_with_overwrite(files, tiny_model_path, tmp_path, capsys):
+    output = tmp_path / "notes.json"
+    output.write_text("my notes\n", encoding="utf-8")
+    evaluate = [
+        "evaluate",
+        "--model",
+        tiny_model_path,
+        *_catalog_and_annotations(files),
+        "--max-length",
+        "32",
+    ]
+    message = _refused(capsys, [*evaluate, "--output", str(output)])
+    assert f"--output {output} exists; pass --overwrite to replace it" in message
+    assert output.read_text(encoding="utf-8") == "my notes\n"
+    assert metricbert([*evaluate, "--output", str(output), "--overwrite"]) == 0
+    assert "mpr" in json.loads(output.read_text(encoding="utf-8"))["metrics"]
+    (tmp_path / "results.md").write_text("my results\n", encoding="utf-8")
+    compare = [
+        "compare",
+        "--baselines",
+        "tfidf",
+        *_catalog_and_annotations(files),
+        "--output-dir",
+        str(tmp_path),
+    ]
+    assert f"{tmp_path / 'results.md'} exists; pass --overwrite" in _refused(capsys, compare)
+    assert (tmp_path / "results.md").read_text(encoding="utf-8") == "my results\n"
+
+
+def test_the_embedding_cache_replaces_only_a_cache(files, tiny_model_path, tmp_path, capsys):
+    cache = tmp_path / "embeddings.npz"
+    recommend = [
+        "recommend",
+        "--model",
+        tiny_model_path,
+        "--catalog",
+        str(files / "wines.csv"),
+        "--item",
+        "0",
+    ]
+    for _ in range(2):  # written, then read back (and replaceable) as the cache it is
+        assert metricbert([*recommend, "--max-length", "32", "--cache", str(cache)]) == 0
+    assert metricbert([*recommend, "--max-length", "24", "--cache", str(cache)]) == 0  # another setting
+    capsys.readouterr()
+    archive = tmp_path / "user.npz"
+    import numpy as np
+
+    np.savez(archive, weights=np.arange(3))
+    saved = archive.read_bytes()
+    message = _refused(capsys, [*recommend, "--cache", str(archive)])
+    assert "is not an embedding cache" in message and archive.read_bytes() == saved
+
+
+def _recipe(tiny_model_path, files, output_dir, **options) -> list[str]:
+    return flags(
+        model_name_or_path=tiny_model_path,
+        catalog=files / "wines.csv",
+        annotations="",
+        output_dir=output_dir,
+        save_strategy="no",
+        eval_strategy="no",
+        mlm_head_warmup_steps=0,
+        report_to="none",
+        disable_tqdm="true",
+        **{**QUICK_RUN, "max_train_items": 32, "max_steps": 1},
+        **options,
+    )
+
+
+def test_a_users_folder_is_refused_before_the_model_loads(files, tmp_path):
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    (folder / "README.md").write_text("my readme\n", encoding="utf-8")
+    (folder / "config.json").write_text("{}\n", encoding="utf-8")
+    # A model path that does not exist: the folder is refused before anything would load it.
+    with pytest.raises(
+        UsageError, match="holds files no run of this library wrote \\(README.md, config.json\\)"
+    ):
+        train_recipe(_recipe(str(tmp_path / "no-model"), files, folder))
+    assert sorted(path.name for path in folder.iterdir()) == ["README.md", "config.json"]
+
+
+def test_overwriting_a_users_folder_replaces_only_what_the_run_writes(files, tiny_model_path, tmp_path):
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    (folder / "README.md").write_text("my readme\n", encoding="utf-8")
+    (folder / "notes.txt").write_text("mine\n", encoding="utf-8")
+    train_recipe(_recipe(tiny_model_path, files, folder, overwrite_output_dir="true"))
+    assert (folder / "notes.txt").read_text(encoding="utf-8") == "mine\n"
+    assert "my readme" not in (folder / "README.md").read_text(encoding="utf-8")  # the model card
+
+
+def test_an_earlier_run_is_resumed_or_replaced_whole_never_mixed(files, tiny_model_path, tmp_path):
+    folder = tmp_path / "run"
+    train_recipe(_recipe(tiny_model_path, files, folder))
+    assert (folder / RUN_LOCK_FILE).is_file() and (folder / "model.safetensors").is_file()
+    stale = folder / "embeddings_pca.png"  # a plot the second run does not draw
+    stale.write_bytes(b"old plot")
+    with pytest.raises(
+        UsageError, match="already holds an earlier run's files .*resume_from_checkpoint last"
+    ):
+        train_recipe(_recipe(tiny_model_path, files, folder))
+    train_recipe(_recipe(tiny_model_path, files, folder, overwrite_output_dir="true"))
+    assert not stale.exists() and (folder / "model.safetensors").is_file()
+
+
+def test_a_run_that_fails_early_leaves_no_folder_behind(files, tiny_model_path, tmp_path):
+    folder = tmp_path / "new"
+    with pytest.raises(Exception, match="missing column"):
+        train_recipe([*_recipe(tiny_model_path, files, folder), "--text_columns", "title", "tagline"])
+    assert not folder.exists()
