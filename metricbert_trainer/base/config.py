@@ -189,6 +189,12 @@ class CatalogTrainerConfig(TrainingArguments):
                 f"Unknown nonfinite_loss {self.nonfinite_loss!r}; valid choices: {', '.join(NONFINITE_LOSS_ACTIONS)}."
             )
 
+    def in_batch_term(self) -> str | None:
+        """The weight option of a loss term that is on and takes each item's negatives from the
+        other items of its batch (which a batch of one does not have); ``None`` when no such term
+        trains. Each family's config names its own."""
+        return None
+
     # The arguments travel with the model: transformers pickles them into training_args.bin in
     # every saved and pushed folder and logs to_dict() to TensorBoard and W&B. Both carry the
     # settings with this machine's paths replaced, so nothing published reveals its layout.

@@ -41,7 +41,7 @@ from metricbert_trainer.base.modeling import (
 )
 from metricbert_trainer.base.weight_ensembling import blend_with_start
 from metricbert_trainer.data.annotations import Annotations
-from metricbert_trainer.data.catalog import Catalog
+from metricbert_trainer.data.catalog import Catalog, degenerate_text_warnings
 from metricbert_trainer.data.lengths import resolve_max_length
 from metricbert_trainer.evaluation.evaluator import RankingEvaluator
 from metricbert_trainer.publishing.model_card import (
@@ -175,8 +175,9 @@ class CatalogTrainer(Trainer):
         self.starting_encoder = self.starting_encoder_copy(model) if args.trained_weight_share < 1 else None
 
     def _check_training_catalog(self, train_dataset) -> None:
-        """Says what a catalog too small for the batch, or texts longer than ``max_length``, do
-        to training, before it starts rather than never."""
+        """Says what a catalog too small for the batch, texts longer than ``max_length``, or texts
+        that give the pairs nothing to learn (``degenerate_text_warnings``) do to training, before
+        it starts rather than never."""
         batch = self.args.per_device_train_batch_size * self.args.world_size
         if len(train_dataset) < 2:
             raise ValueError(
@@ -188,7 +189,11 @@ class CatalogTrainer(Trainer):
                 len(train_dataset),
                 batch,
             )
-        if not self.is_world_process_zero() or self.processing_class is None:
+        if not self.is_world_process_zero():
+            return
+        for warning in degenerate_text_warnings({name: train_dataset[name] for name in self.fields}):
+            logger.warning("The training catalog: %s.", warning)
+        if self.processing_class is None:
             return
         for name in self.fields:
             truncated = count_truncated(self.processing_class, train_dataset[name], self.args.max_length)

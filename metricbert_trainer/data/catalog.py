@@ -9,6 +9,7 @@ column when something is wrong, and skips empty texts with a count unless asked 
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -149,6 +150,36 @@ def catalog_column(
     ids = frame[id_column] if id_column is not None else pd.Series(range(len(frame)), index=frame.index)
     values = dict(zip(ids.map(_id_or_none), frame[column].map(_text_or_none), strict=True))
     return [values.get(item) or "(none)" for item in catalog.ids]
+
+
+def degenerate_text_warnings(texts: dict[str, Sequence[str]]) -> list[str]:
+    """What in a catalog's texts (one sequence per field, title first) gives the pair objectives
+    nothing to learn from, with counts; empty for a healthy catalog.
+
+    Items whose fields all hold one text make anchor and positive the same text; items sharing a
+    field's text with another make each other's negatives as close as their positives. Exact
+    duplicates only (after the whitespace the loader strips): a catalog is not rewritten here.
+    """
+    names = list(texts)
+    count = len(texts[names[0]]) if names else 0
+    warnings = []
+    if len(names) > 1:
+        same = sum(len({texts[name][row] for name in names}) == 1 for row in range(count))
+        if same:
+            warnings.append(
+                f"{same} of {count} items have one text in every field ({', '.join(names)}): their anchor and "
+                "positive are the same text, which teaches the pair objective nothing"
+            )
+    for name in names:
+        frequency = Counter(texts[name])
+        shared = sum(times for times in frequency.values() if times > 1)
+        if shared:
+            distinct = sum(1 for times in frequency.values() if times > 1)
+            warnings.append(
+                f"{shared} of {count} items share their {name} with another item ({distinct} distinct {'text' if distinct == 1 else 'texts'} among "
+                f"them): a negative with the same {name} cannot be told apart from the positive"
+            )
+    return warnings
 
 
 def _read_table(source: str | Path | datasets.Dataset | pd.DataFrame) -> tuple[pd.DataFrame, str]:

@@ -288,6 +288,10 @@ class MetricBertConfig(CatalogTrainerConfig):
         # before any model is loaded.
         build_loss(self)
 
+    def in_batch_term(self) -> str | None:
+        """The metric term mines its negatives in the batch (every objective of the family does)."""
+        return "triplet_weight" if self.triplet_weight > 0 else None
+
     def loss_config(self) -> dict[str, object]:
         """The loss settings a model card records."""
         return {

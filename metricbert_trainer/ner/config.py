@@ -66,6 +66,10 @@ class NerConfig(CatalogTrainerConfig):
         """The metric term these settings describe."""
         return title_description_loss(self.objective, self.mining)
 
+    def in_batch_term(self) -> str | None:
+        """The metric term mines its negatives in the batch; the NER term alone needs none."""
+        return "metric_weight" if self.metric_weight > 0 else None
+
     def loss_config(self) -> dict[str, object]:
         """The loss settings a model card records."""
         return {"metric_weight": self.metric_weight, **self.metric_loss().get_config_dict()}

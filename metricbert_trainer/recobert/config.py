@@ -90,6 +90,10 @@ class RecoBertConfig(CatalogTrainerConfig):
         if self.rerank_top_k < 0:
             raise ValueError(f"rerank_top_k must be >= 0 (0: no re-ranking); got {self.rerank_top_k}.")
 
+    def in_batch_term(self) -> str | None:
+        """TDM's negative pairs take another item's description from the batch."""
+        return "tdm_weight" if self.tdm_weight > 0 and self.negative_probability > 0 else None
+
     def loss_config(self) -> dict[str, object]:
         """The objective and inference settings a model card records."""
         return {

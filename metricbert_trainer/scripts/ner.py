@@ -22,7 +22,7 @@ from metricbert_trainer.ner.trainer import NerTrainer
 from metricbert_trainer.publishing.model_card import ModelCardInfo
 from metricbert_trainer.scripts.arguments import ModelArguments, parse_recipe_args
 from metricbert_trainer.scripts.output_lock import output_folder_lock
-from metricbert_trainer.scripts.preflight import check_tagging_arguments
+from metricbert_trainer.scripts.preflight import check_schedule, check_tagging_arguments
 from metricbert_trainer.scripts.train import TrainingRun, configure_logging, warn_if_cores_idle
 
 
@@ -125,6 +125,7 @@ def train_ner(
         train_dataset = catalog.train
         if data_args.max_train_items is not None:
             train_dataset = train_dataset.select(range(min(data_args.max_train_items, len(train_dataset))))
+        check_schedule(training_args, len(train_dataset))
         path = resolve_model_name(model_args.model_name_or_path)
         tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=model_args.trust_remote_code)
         model = load_tagger(path, catalog.labels, trust_remote_code=model_args.trust_remote_code)

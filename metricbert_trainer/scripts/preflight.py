@@ -15,10 +15,12 @@ import os
 from pathlib import Path
 
 import huggingface_hub
-from transformers import TrainingArguments
+import torch
+from transformers import TrainingArguments, get_scheduler
 from transformers.integrations import get_available_reporting_integrations
 from transformers.trainer import TRAINER_STATE_NAME
 
+from metricbert_trainer.base.config import CatalogTrainerConfig
 from metricbert_trainer.data.output_files import output_folder_content_problems
 from metricbert_trainer.errors import UsageError
 from metricbert_trainer.evaluation.label_free import signal_names
@@ -54,6 +56,7 @@ def check_recipe_arguments(
     problems = [
         *nonfinite_numbers(model_args, data_args, training_args),
         *training_range_problems(training_args),
+        *objective_problems(training_args),
         *evaluation_problems(data_args, training_args, label_free_selection),
         *publishing_problems(training_args),
         *input_file_problems(data_args),
@@ -71,6 +74,7 @@ def check_tagging_arguments(model_args, data_args, training_args: TrainingArgume
         [
             *nonfinite_numbers(model_args, data_args, training_args),
             *training_range_problems(training_args),
+            *objective_problems(training_args),
             *_readable_file("tagged_catalog", data_args.tagged_catalog),
             *model_path_problems(model_args.model_name_or_path),
             *output_folder_problems(training_args),
@@ -113,6 +117,59 @@ def training_range_problems(training_args: TrainingArguments) -> list[str]:
             f"num_train_epochs must be > 0 (or max_steps > 0); got {training_args.num_train_epochs}"
         )
     return problems
+
+
+def objective_problems(training_args: CatalogTrainerConfig) -> list[str]:
+    """A term whose negatives are the batch's other items cannot train on batches of one item: it
+    would log 0 at every step while the run reported a trained model."""
+    term = training_args.in_batch_term()
+    pool = training_args.per_device_train_batch_size
+    if getattr(training_args, "gather_across_devices", False):
+        pool *= training_args.world_size
+    if term is None or pool >= 2:
+        return []
+    return [
+        f"per_device_train_batch_size {training_args.per_device_train_batch_size} leaves the {term} term nothing to "
+        f"train: its negatives are the other items of a batch, and a batch of one has none; use at least 2 (or "
+        f"{term}: 0 to train without that term)"
+    ]
+
+
+def check_schedule(training_args: CatalogTrainerConfig, train_items: int) -> None:
+    """Raises ``UsageError`` when the learning-rate schedule gives every optimizer step of the run a
+    learning rate of 0 (``num_train_epochs: 0.001``, or a warm-up as long as the run): the model
+    would be saved unchanged and published as trained. Needs the number of training items, so it
+    runs once the catalog is read, before the model loads."""
+    steps = optimizer_steps(training_args, train_items)
+    optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=training_args.learning_rate)
+    scheduler = get_scheduler(
+        training_args.lr_scheduler_type,
+        optimizer,
+        num_warmup_steps=training_args.get_warmup_steps(steps),
+        num_training_steps=steps,
+        scheduler_specific_kwargs=training_args.lr_scheduler_kwargs,
+    )
+    for _ in range(steps):
+        if scheduler.get_last_lr()[0] > 0:
+            return
+        optimizer.step()
+        scheduler.step()
+    raise UsageError(
+        f"the run has {steps} optimizer step(s) ({train_items} training items, num_train_epochs "
+        f"{training_args.num_train_epochs}, max_steps {training_args.max_steps}) and the {training_args.lr_scheduler_type} "
+        f"schedule with {training_args.get_warmup_steps(steps)} warm-up step(s) gives every one of them learning rate 0, "
+        "so the model would not change: train for more steps, or warm up for fewer"
+    )
+
+
+def optimizer_steps(training_args: TrainingArguments, train_items: int) -> int:
+    """How many optimizer steps the Trainer will take over ``train_items`` items, as it counts them."""
+    if training_args.max_steps > 0:
+        return training_args.max_steps
+    batches = math.ceil(train_items / (training_args.per_device_train_batch_size * training_args.world_size))
+    accumulation = training_args.gradient_accumulation_steps
+    per_epoch = max(batches // accumulation + int(batches % accumulation > 0), 1)
+    return max(math.ceil(training_args.num_train_epochs * per_epoch), 1)
 
 
 def evaluation_problems(data_args, training_args: TrainingArguments, label_free_selection: bool) -> list[str]:

@@ -39,7 +39,7 @@ from metricbert_trainer.publishing.plots import plot_catalog_before_after
 from metricbert_trainer.recobert import RecoBertConfig, RecoBertTrainer
 from metricbert_trainer.scripts.arguments import DataArguments, ModelArguments, parse_recipe_args
 from metricbert_trainer.scripts.output_lock import output_folder_lock
-from metricbert_trainer.scripts.preflight import check_recipe_arguments
+from metricbert_trainer.scripts.preflight import check_recipe_arguments, check_schedule
 
 # The trainer each kind of training arguments configures.
 TRAINERS: dict[type[CatalogTrainerConfig], type[CatalogTrainer]] = {
@@ -109,6 +109,7 @@ def _train(
         train_dataset = train_dataset.select(train_rows)
     if data_args.max_train_items is not None:
         train_dataset = train_dataset.select(range(min(data_args.max_train_items, len(train_dataset))))
+    check_schedule(training_args, len(train_dataset))
     model_path = resolve_model_name(model_args.model_name_or_path)
     tokenizer = AutoTokenizer.from_pretrained(model_path, trust_remote_code=model_args.trust_remote_code)
     model = load_masked_lm(model_path, trust_remote_code=model_args.trust_remote_code)

@@ -1,0 +1,82 @@
+"""Settings that cannot train the configured objective are refused before the model loads, and a
+catalog whose texts give the pairs nothing to learn is warned about with counts (issue #38,
+family 2). Real recipes, the tiny model, real files."""
+
+from __future__ import annotations
+
+import logging
+
+import pandas as pd
+import pytest
+from conftest import QUICK_RUN, REPO_ROOT, flags
+
+from metricbert_trainer.errors import UsageError
+from metricbert_trainer.scripts.ner import main as ner_recipe
+from metricbert_trainer.scripts.train import main as train_recipe
+
+WINE_TAGS = REPO_ROOT / "data" / "wines_ner" / "wine-titles-ner.jsonl"
+
+
+def _recipe(model: str, catalog, output_dir, **options) -> list[str]:
+    return flags(
+        model_name_or_path=model,
+        catalog=catalog,
+        annotations="",
+        output_dir=output_dir,
+        save_strategy="no",
+        mlm_head_warmup_steps=0,
+        report_to="none",
+        disable_tqdm="true",
+        **{**QUICK_RUN, "max_train_items": 32, "max_steps": 2, **options},
+    )
+
+
+def test_a_batch_of_one_is_refused_for_every_term_that_needs_negatives(files, tiny_model_path, tmp_path):
+    catalog = files / "wines.csv"
+    with pytest.raises(
+        UsageError, match="per_device_train_batch_size 1 leaves the triplet_weight term nothing"
+    ):
+        train_recipe(_recipe(tiny_model_path, catalog, tmp_path / "a", per_device_train_batch_size=1))
+    tagged = ["--model_name_or_path", tiny_model_path, "--tagged_catalog", str(WINE_TAGS)]
+    with pytest.raises(UsageError, match="leaves the metric_weight term nothing to train"):
+        ner_recipe(
+            [*tagged, "--output_dir", str(tmp_path / "b"), "--per_device_train_batch_size", "1"],
+            default_config=REPO_ROOT / "recipes" / "wines" / "ner.yaml",
+        )
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+    # Without the in-batch term a batch of one trains: the MLM term alone.
+    run = train_recipe(
+        _recipe(tiny_model_path, catalog, tmp_path / "c", per_device_train_batch_size=1, triplet_weight=0)
+    )
+    assert run.trainer.state.global_step == 2
+
+
+def test_a_schedule_with_learning_rate_0_at_every_step_is_refused(files, tiny_model_path, tmp_path):
+    catalog = files / "wines.csv"
+    epochs = {"max_steps": -1, "num_train_epochs": 0.001, "warmup_steps": 0.1}
+    with pytest.raises(UsageError, match="1 optimizer step.*gives every one of them learning rate 0"):
+        train_recipe(_recipe(tiny_model_path, catalog, tmp_path / "a", **epochs))
+    assert not (tmp_path / "a").exists()
+    # The same schedule without the warm-up trains its one step at the full rate.
+    run = train_recipe(_recipe(tiny_model_path, catalog, tmp_path / "b", **{**epochs, "warmup_steps": 0}))
+    assert run.trainer.state.global_step == 1
+
+
+def test_a_degenerate_catalog_is_warned_about_with_counts(files, tiny_model_path, tmp_path, caplog):
+    frame = pd.read_csv(files / "wines.csv", dtype=str).head(32)
+    frame.loc[:9, "description"] = frame.loc[:9, "title"]  # 10 items: title == description
+    frame.loc[10:15, "description"] = "A fine wine."  # 6 items share one description
+    catalog = tmp_path / "degenerate.csv"
+    frame.to_csv(catalog, index=False)
+    with caplog.at_level(logging.WARNING, logger="metricbert_trainer"):
+        train_recipe(_recipe(tiny_model_path, catalog, tmp_path / "run", max_steps=1))
+    warnings = [
+        record.getMessage() for record in caplog.records if "The training catalog:" in record.getMessage()
+    ]
+    assert any(
+        "10 of 32 items have one text in every field (title, description)" in line for line in warnings
+    )
+    assert any(
+        "6 of 32 items share their description with another item (1 distinct text among" in line
+        for line in warnings
+    )
