@@ -24,6 +24,8 @@ import torch
 import torch.nn.functional as F
 from transformers import AutoModelForMaskedLM, PreTrainedModel
 
+from metricbert_trainer.base.model_folders import check_model_folder
+
 logger = logging.getLogger(__name__)
 
 DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
@@ -71,6 +73,7 @@ def load_masked_lm(name_or_path: str, *, trust_remote_code: bool = False, **kwar
     mismatch still gets transformers' full report.
     """
     path = masked_lm_location(resolve_model_name(name_or_path))
+    check_model_folder(path, tokenizer=False)
     with _held_loading_messages() as held:
         model, info = AutoModelForMaskedLM.from_pretrained(
             path,

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from transformers import AutoModelForTokenClassification, AutoTokenizer
 
+from metricbert_trainer.base.model_folders import check_model_folder
 from metricbert_trainer.cli.options import overwrite_options, write_json
 from metricbert_trainer.data.output_files import check_new_file
 from metricbert_trainer.ner.dataset import load_tagged_catalog
@@ -42,6 +43,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    check_model_folder(args.model, what="--model", local=True)
     if args.output:
         check_new_file(args.output, option="--output", reads=[args.data], overwrite=args.overwrite)
     model = AutoModelForTokenClassification.from_pretrained(args.model, use_safetensors=True)

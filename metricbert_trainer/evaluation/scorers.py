@@ -30,6 +30,7 @@ from sklearn.feature_extraction.text import CountVectorizer, TfidfVectorizer
 from transformers import AutoModel, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from metricbert_trainer.base.distances import Distance
+from metricbert_trainer.base.model_folders import check_model_folder
 from metricbert_trainer.data.catalog import Catalog
 from metricbert_trainer.evaluation.encoding import encode_catalog
 from metricbert_trainer.evaluation.neighbours import METRIC_INF, Matrix, catalog_views, distance_rows
@@ -217,10 +218,8 @@ def load_encoder(
     head loads as its bare encoder. Weights load from safetensors only (never a pickle). The model goes to ``device`` (CUDA when available by default).
     """
     path = Path(path)
-    if not path.is_dir():
-        raise FileNotFoundError(f"Model folder not found: {path}.")
     folder = path
-    if is_sentence_transformers_folder(path):
+    if path.is_dir() and is_sentence_transformers_folder(path):
         modules = json.loads((path / "modules.json").read_text(encoding="utf-8"))
         transformer = [module for module in modules if module.get("type", "").endswith(".Transformer")]
         if not transformer:
@@ -228,6 +227,7 @@ def load_encoder(
                 f"{path / 'modules.json'} lists no Transformer module; pass the folder of the encoder itself."
             )
         folder = path / transformer[0].get("path", "")
+    check_model_folder(folder, local=True)
     tokenizer = AutoTokenizer.from_pretrained(folder)
     model = AutoModel.from_pretrained(folder, use_safetensors=True)
     model.to(device or ("cuda" if torch.cuda.is_available() else "cpu"))

@@ -15,6 +15,7 @@ import torch
 from transformers import AutoModelForTokenClassification, PreTrainedModel
 
 from metricbert_trainer.base.collator import field_inputs
+from metricbert_trainer.base.model_folders import check_model_folder
 from metricbert_trainer.base.modeling import add_forward_pass, resolve_model_name
 from metricbert_trainer.base.pooling import mean_pool
 from metricbert_trainer.ner.collator import ENCODER_KEYS
@@ -25,8 +26,10 @@ def load_tagger(
 ) -> PreTrainedModel:
     """An ``AutoModelForTokenClassification`` with ``labels`` (``id2label``/``label2id``), from any
     encoder checkpoint (the classifier is new unless the checkpoint is a tagger of those labels)."""
+    path = resolve_model_name(name_or_path)
+    check_model_folder(path, tokenizer=False)
     return AutoModelForTokenClassification.from_pretrained(
-        resolve_model_name(name_or_path),
+        path,
         num_labels=len(labels),
         id2label=dict(enumerate(labels)),
         label2id={label: index for index, label in enumerate(labels)},

@@ -19,8 +19,11 @@ import torch
 from transformers import TrainingArguments, get_scheduler
 from transformers.integrations import get_available_reporting_integrations
 from transformers.trainer import TRAINER_STATE_NAME
+from transformers.trainer_utils import get_last_checkpoint
 
 from metricbert_trainer.base.config import CatalogTrainerConfig
+from metricbert_trainer.base.model_folders import model_folder_problem
+from metricbert_trainer.base.modeling import resolve_model_name
 from metricbert_trainer.data.output_files import output_folder_content_problems
 from metricbert_trainer.errors import UsageError
 from metricbert_trainer.evaluation.label_free import signal_names
@@ -62,7 +65,7 @@ def check_recipe_arguments(
         *input_file_problems(data_args),
         *model_path_problems(model_args.model_name_or_path),
         *output_folder_problems(training_args),
-        *resume_problems(training_args.resume_from_checkpoint),
+        *resume_problems(training_args),
     ]
     raise_problems(problems)
 
@@ -78,7 +81,7 @@ def check_tagging_arguments(model_args, data_args, training_args: TrainingArgume
             *_readable_file("tagged_catalog", data_args.tagged_catalog),
             *model_path_problems(model_args.model_name_or_path),
             *output_folder_problems(training_args),
-            *resume_problems(training_args.resume_from_checkpoint),
+            *resume_problems(training_args),
         ]
     )
 
@@ -228,16 +231,11 @@ def _readable_file(option: str, path: str) -> list[str]:
 
 
 def model_path_problems(model_name_or_path: str) -> list[str]:
-    """A model named by a local path must be a folder with a ``config.json``; a name that is no
-    local path is left to the Hub (or its cache) to resolve."""
-    location = Path(model_name_or_path).expanduser()
-    if location.exists():
-        if not (location / "config.json").is_file():
-            return [f"model_name_or_path {model_name_or_path} is not a model folder (no config.json in it)"]
-        return []
-    if model_name_or_path.startswith((".", "/", "~")) or model_name_or_path.count("/") > 1:
-        return [f"model_name_or_path {model_name_or_path} does not exist"]
-    return []
+    """A model named by a local path must be a model folder this library can use
+    (``model_folders.model_folder_problem``); a name that is no local path is left to the Hub (or
+    its cache) to resolve."""
+    problem = model_folder_problem(resolve_model_name(model_name_or_path), what="model_name_or_path")
+    return [problem.replace(resolve_model_name(model_name_or_path), model_name_or_path, 1)] if problem else []
 
 
 def output_folder_problems(training_args: TrainingArguments) -> list[str]:
@@ -263,14 +261,26 @@ def output_folder_problems(training_args: TrainingArguments) -> list[str]:
     )
 
 
-def resume_problems(resume_from_checkpoint: str | bool | None) -> list[str]:
-    """A named checkpoint to resume from must be a complete checkpoint folder (``last`` finds one
-    itself)."""
-    if resume_from_checkpoint in (None, False, True, "last"):
+def resume_problems(training_args: TrainingArguments) -> list[str]:
+    """A checkpoint to resume from must be a complete checkpoint folder whose weights are readable:
+    the one named, or with ``last`` the newest in ``output_dir`` (none yet: the run starts afresh).
+    Weights are checked where the checkpoint holds safetensors files (a DeepSpeed checkpoint may
+    keep its weights only in the engine's own files)."""
+    resume_from_checkpoint = training_args.resume_from_checkpoint
+    if resume_from_checkpoint in (None, False):
         return []
-    if not (Path(resume_from_checkpoint) / TRAINER_STATE_NAME).is_file():
-        return [
-            f"resume_from_checkpoint {resume_from_checkpoint} is not a complete checkpoint folder (no "
-            f"{TRAINER_STATE_NAME} in it): name a checkpoint-N folder, or `last` for the newest one in output_dir"
-        ]
-    return []
+    if resume_from_checkpoint in (True, "last"):
+        folder = Path(training_args.output_dir)
+        checkpoint = get_last_checkpoint(str(folder)) if folder.is_dir() else None
+        if checkpoint is None:
+            return []
+    else:
+        checkpoint = resume_from_checkpoint
+        if not (Path(checkpoint) / TRAINER_STATE_NAME).is_file():
+            return [
+                f"resume_from_checkpoint {checkpoint} is not a complete checkpoint folder (no "
+                f"{TRAINER_STATE_NAME} in it): name a checkpoint-N folder, or `last` for the newest one in output_dir"
+            ]
+    weights = any(Path(checkpoint).glob("*.safetensors"))
+    problem = model_folder_problem(checkpoint, what="checkpoint", tokenizer=False, weights=weights)
+    return [problem] if problem else []

@@ -13,6 +13,7 @@ import torch
 from transformers import BertForMaskedLM
 
 from metricbert_trainer.base.modeling import load_masked_lm
+from metricbert_trainer.errors import UsageError
 from metricbert_trainer.evaluation.scorers import load_encoder
 from metricbert_trainer.metricbert.config import MetricBertConfig
 from metricbert_trainer.publishing.consolidate import consolidate_zero_checkpoint
@@ -34,9 +35,10 @@ def pickled_model(tmp_path, tiny_model_path, tokenizer) -> Path:
 
 
 def test_pickled_weights_are_refused(pickled_model):
-    with pytest.raises(OSError, match="safetensors"):
+    refusal = "holds no model.safetensors \\(weights load from safetensors only, never from a pickle\\)"
+    with pytest.raises(UsageError, match=refusal):
         load_masked_lm(str(pickled_model))
-    with pytest.raises(OSError, match="safetensors"):
+    with pytest.raises(UsageError, match=refusal):
         load_encoder(pickled_model, device="cpu")
 
 

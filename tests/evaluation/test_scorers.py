@@ -8,6 +8,7 @@ from transformers import BertModel
 
 from metricbert_trainer.data.annotations import Annotations
 from metricbert_trainer.data.catalog import load_catalog
+from metricbert_trainer.errors import UsageError
 from metricbert_trainer.evaluation.evaluator import evaluate_scorer
 from metricbert_trainer.evaluation.scorers import (
     EncoderScorer,
@@ -108,5 +109,5 @@ def test_load_encoder_reads_minilm_and_mlm_checkpoints(minilm_path, tiny_model_p
     )
     model, _ = load_encoder(minilm_path, device="cpu")
     assert isinstance(model, BertModel) and model.config.hidden_size == 384
-    with pytest.raises(FileNotFoundError, match="Model folder not found"):
+    with pytest.raises(UsageError, match="-missing does not exist"):
         load_encoder(tiny_model_path + "-missing")
