@@ -87,7 +87,7 @@ def load_masked_lm(name_or_path: str, *, trust_remote_code: bool = False, **kwar
         _HEADLESS_EXPLAINED.add(path)
         logger.warning(
             "%s has no MLM head (it was published for embeddings): a new one is initialised, its decoder tied "
-            "to the word embeddings, and the MLM loss term trains it.",
+            "to the word embeddings; the MLM loss term trains it where mlm_weight > 0.",
             path,
         )
     _emit([record for record in held if not (headless and _says_headless(record))])

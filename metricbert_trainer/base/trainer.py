@@ -18,7 +18,7 @@ from pathlib import Path
 
 import torch
 from transformers import AutoTokenizer, PreTrainedModel, Trainer, TrainingArguments
-from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, rotate_checkpoints
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, get_last_checkpoint, rotate_checkpoints
 
 from metricbert_trainer.base.checkpoints import (
     TRAINER_STATE_FILE,
@@ -424,10 +424,17 @@ class CatalogTrainer(Trainer):
             return loss
         step = self.state.global_step + 1
         if self.args.nonfinite_loss == "stop":
+            checkpoint = (
+                get_last_checkpoint(self.args.output_dir) if Path(self.args.output_dir).is_dir() else None
+            )
+            saved = (
+                f"The last checkpoint, {checkpoint}, is intact"
+                if checkpoint
+                else f"No checkpoint was saved in {self.args.output_dir} before it"
+            )
             raise NonFiniteLossError(
-                f"The loss of training step {step} is {float(loss):g}. The last checkpoint in "
-                f"{self.args.output_dir} is intact; lower the learning rate or check the data, or set "
-                "nonfinite_loss=skip to drop such steps."
+                f"The loss of training step {step} is {float(loss):g}. {saved}; lower the learning rate or check the "
+                "data, or set nonfinite_loss=skip to drop such steps."
             )
         # The gradients accumulated in this optimizer step are dropped; the optimizer leaves
         # parameters without a gradient as they are.

@@ -30,6 +30,14 @@ SUPPORTED_SUFFIXES = {
 }
 
 
+# How each way of loading a catalog says "no id column": the same advice must be followable from
+# a recipe's YAML, a recipe's command line, the metricbert commands and Python.
+NUMBER_THE_ROWS = (
+    "number the rows instead (id_column: null in a recipe's YAML, --id_column '' on its command line, "
+    "--id-column '' for the metricbert commands, id_column=None in Python)"
+)
+
+
 class CatalogError(UsageError):
     """A catalog that cannot be used as it is; the message says where and what to do."""
 
@@ -99,14 +107,14 @@ def load_catalog(
     if missing.any():
         raise CatalogError(
             f"{name}: column {id_column!r} is empty or missing in {int(missing.sum())} rows "
-            f"(first file lines: {_first_file_lines(missing)}); fill them, or pass id_column=None to number the rows."
+            f"(first file lines: {_first_file_lines(missing)}); fill them, or {NUMBER_THE_ROWS}."
         )
     duplicated = ids[ids.duplicated(keep=False)]
     if len(duplicated):
         examples = ", ".join(sorted(set(duplicated.head(10))))
         raise CatalogError(
             f"{name}: column {id_column!r} has {duplicated.nunique()} duplicated ids (e.g. {examples}); "
-            "ids must be unique, or pass id_column=None to number the rows."
+            f"ids must be unique, or {NUMBER_THE_ROWS}."
         )
 
     table = pd.DataFrame({"id": ids})

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import logging
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -20,6 +21,8 @@ from transformers import HfArgumentParser
 from metricbert_trainer.base.modeling import DEFAULT_MODEL
 from metricbert_trainer.base.parameter_docs import documented_parameters
 from metricbert_trainer.errors import UsageError
+
+logger = logging.getLogger(__name__)
 
 
 def parse_recipe_args(
@@ -51,9 +54,30 @@ def _parse(dataclass_types, args, default_config):
         "--config", default=None, help="YAML recipe; flags given after it override its values."
     )
     if config_path is not None:
-        parser.set_defaults(**read_config(config_path, parser))
+        config = read_config(config_path, parser)
+        if known.config and default_config is not None:
+            warn_of_replaced_recipe(read_config(default_config, parser), config, default_config, parser)
+        parser.set_defaults(**config)
     values = parser.parse_args_into_dataclasses(remaining, return_remaining_strings=False)
     return values[: len(dataclass_types)]
+
+
+def warn_of_replaced_recipe(recipe: dict, config: dict, recipe_path, parser: argparse.ArgumentParser) -> None:
+    """A user's ``--config`` replaces the recipe's own YAML whole (it does not add to it): says which
+    of the recipe's settings it drops, back to the library's defaults, so a run is never believed
+    to train what its recipe trains while it does not."""
+    dropped = {
+        key: value for key, value in recipe.items() if key not in config and parser.get_default(key) != value
+    }
+    if dropped:
+        logger.warning(
+            "--config replaces the recipe's %s: these of its settings are back at the library's defaults: %s. "
+            "Copy them into your config to keep them.",
+            recipe_path,
+            ", ".join(
+                f"{key} (recipe {value!r}, now {parser.get_default(key)!r})" for key, value in dropped.items()
+            ),
+        )
 
 
 def read_config(path: str | Path, parser: argparse.ArgumentParser) -> dict[str, object]:

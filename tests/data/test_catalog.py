@@ -71,7 +71,9 @@ def test_empty_texts_skipped_or_rejected_when_strict(tmp_path):
 def test_duplicate_ids_rejected(tmp_path):
     path = tmp_path / "items.csv"
     pd.DataFrame(ITEMS + [ITEMS[0]]).to_csv(path, index=False)
-    with pytest.raises(CatalogError, match="duplicated ids .*a1"):
+    with pytest.raises(
+        CatalogError, match="duplicated ids .*a1.*id_column: null in a recipe's YAML, --id_column ''"
+    ):
         load_catalog(path, id_column="sku", text_columns=["name", "text"])
 
 

@@ -1,3 +1,5 @@
+import re
+
 import pytest
 from conftest import REPO_ROOT
 
@@ -179,3 +181,21 @@ def test_processes_launched_without_an_accelerator_train_on_the_cpu(monkeypatch)
     assert launched_without_accelerator()
     monkeypatch.setenv("WORLD_SIZE", "1")
     assert not launched_without_accelerator()
+
+
+def test_a_users_config_says_which_recipe_settings_it_drops(tmp_path, caplog):
+    """``--config`` replaces a recipe's YAML whole: the log names the settings that went back to
+    the library's defaults (the MLM term among them), and the values really are the defaults."""
+    config = _write(tmp_path, "catalog: items.csv\noutput_dir: out\nlearning_rate: 1.0e-5\n")
+    recipe = REPO_ROOT / "recipes" / "catalog" / "minilm.yaml"
+    with caplog.at_level("WARNING", logger="metricbert_trainer"):
+        _, _, training = parse_recipe_args(TYPES, ["--config", config], default_config=recipe)
+    (message,) = [
+        record.getMessage() for record in caplog.records if "--config replaces" in record.getMessage()
+    ]
+    default = MetricBertConfig(output_dir="out").mlm_weight
+    assert f"mlm_weight (recipe 1.0, now {default!r})" in message and training.mlm_weight == default
+    assert not re.search(r"(?<!_)learning_rate \(recipe", message)  # the user's config sets it
+    caplog.clear()
+    parse_recipe_args(TYPES, ["--learning_rate", "1e-5", "--catalog", "items.csv"], default_config=recipe)
+    assert not [record for record in caplog.records if "--config replaces" in record.getMessage()]
