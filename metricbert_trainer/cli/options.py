@@ -14,7 +14,7 @@ from metricbert_trainer.data.annotations import ON_UNMATCHED, Annotations
 from metricbert_trainer.data.catalog import Catalog, load_catalog
 from metricbert_trainer.evaluation.neighbours import CONCAT, METRIC_INF, mode_label
 from metricbert_trainer.evaluation.scorers import EncoderScorer
-from metricbert_trainer.publishing.markdown import markdown_table
+from metricbert_trainer.publishing.markdown import escape_markdown, markdown_table
 
 logger = logging.getLogger("metricbert_trainer.cli")
 
@@ -138,8 +138,10 @@ HEAD_METRICS = ("map", "ndcg@20")
 
 
 def results_table(rows: Sequence[tuple[str, dict[str, float]]], ks: Sequence[int]) -> str:
-    """Filtered then raw metrics, then the per-seed MAP and NDCG@20, one row per scorer, to one decimal."""
+    """Filtered then raw metrics, then the per-seed MAP and NDCG@20, one row per scorer, to one decimal;
+    the scorers' names (the user's, with ``NAME=PATH``) escaped as markdown text."""
     headers, table = results_cells(rows, ks)
+    table = [[escape_markdown(label), *values] for label, *values in table]
     return markdown_table(headers, table, align="l" + "r" * (len(headers) - 1))
 
 

@@ -51,6 +51,12 @@ def run(args: argparse.Namespace) -> int:
     checkpoint = Path(args.checkpoint)
     output_dir = Path(args.output_dir) if args.output_dir else checkpoint
     state_file = checkpoint / "trainer_state.json"
+    # Everything that can refuse the command does so before the first plot is written.
+    before = args.before or _card_base_model(checkpoint)
+    if before is None:
+        raise ValueError(
+            f"{checkpoint}'s model card names no base model: name the starting model with --before."
+        )
     plots = ["embeddings_pca.png", *(["loss_terms.png"] if state_file.is_file() else [])]
     check_new_files(
         [output_dir / name for name in plots],
@@ -64,11 +70,6 @@ def run(args: argparse.Namespace) -> int:
         print(f"Wrote {written}" if written else f"{state_file} holds no logged loss yet.")
     else:
         print(f"{checkpoint} has no trainer_state.json (a checkpoint-N folder has): no loss plot.")
-    before = args.before or _card_base_model(checkpoint)
-    if before is None:
-        raise ValueError(
-            f"{checkpoint}'s model card names no base model: name the starting model with --before."
-        )
     catalog = load_cli_catalog(args)
     labels = catalog_column(args.catalog, catalog, args.column, id_column=args.id_column)
     pairs = [load_encoder(path, device=args.device) for path in (resolve_model_name(before), str(checkpoint))]

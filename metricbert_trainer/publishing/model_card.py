@@ -16,10 +16,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
+from urllib.parse import quote
 
 from huggingface_hub import EvalResult, ModelCardData
 
-from metricbert_trainer.publishing.markdown import markdown_table
+from metricbert_trainer.publishing.markdown import escape_markdown, markdown_table
 
 RANKING_METRICS = {
     "mpr": "MPR",
@@ -151,7 +152,7 @@ def render_model_card(
     )
     sections = [
         f"---\n{data.to_yaml()}\n---\n",
-        f"# {model_name}\n",
+        f"# {escape_markdown(model_name)}\n",
         _summary(info, method),
         _usage(repo_id or model_name, info.examples, method),
         objective_section,
@@ -201,13 +202,13 @@ def _eval_results(final: dict[str, float], info: ModelCardInfo) -> list[EvalResu
 
 def _summary(info: ModelCardInfo, method: CardMethod) -> str:
     start = (
-        f"[{info.hub_base_model}](https://huggingface.co/{info.hub_base_model})"
+        f"[{escape_markdown(info.hub_base_model)}](https://huggingface.co/{quote(info.hub_base_model)})"
         if info.hub_base_model
         else "a local checkpoint"
     )
-    catalog = info.catalog_label or "a catalog"
+    catalog = escape_markdown(info.catalog_label) if info.catalog_label else "a catalog"
     size = f" ({info.catalog_items:,} items)" if info.catalog_items else ""
-    fields = " and ".join(info.text_fields)
+    fields = " and ".join(escape_markdown(field) for field in info.text_fields)
     goal = method.goal.format(fields=fields)
     inference = method.inference.format(fields=fields)
     return (
@@ -274,7 +275,7 @@ def _code_span(text: str) -> str:
 
 
 def _key_value_table(values: dict[str, object]) -> str:
-    rows = [(f"`{name}`", _value(value)) for name, value in values.items()]
+    rows = [(f"`{name}`", escape_markdown(_value(value))) for name, value in values.items()]
     return markdown_table(["setting", "value"], rows) + "\n"
 
 

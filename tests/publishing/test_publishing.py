@@ -300,6 +300,7 @@ def test_plot_command_draws_a_checkpoint(published, tmp_path, capsys):
     common = ["--catalog", str(WINES_CSV), "--column", "variety", "--max-items", "300"]
     assert cli_main(["plot", str(checkpoint), *common, "--output-dir", str(tmp_path)]) == 1
     assert "names no base model" in capsys.readouterr().err
+    assert not any(tmp_path.iterdir())  # refused before it wrote anything
     assert (
         cli_main(
             [
