@@ -25,6 +25,8 @@ from metricbert_trainer.cli import compare, consolidate, evaluate, ner_evaluate,
 from metricbert_trainer.data.annotations import AnnotationError
 from metricbert_trainer.data.catalog import CatalogError
 
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report it
+
 # One module per command, each adding its own subparser; the order is --help's.
 COMMANDS = (evaluate, recommend, compare, report, consolidate, plot, ner_evaluate)
 
@@ -37,6 +39,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (CatalogError, AnnotationError, FileNotFoundError, PermissionError, ValueError) as error:
         print(f"metricbert {args.command_name}: error: {error}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        # Ctrl-C is the user's choice, not a crash: one line and the shell's status for SIGINT.
+        # Every file the commands write is written whole or not at all (caches by rename).
+        print(f"metricbert {args.command_name}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -18,6 +18,7 @@ The embedding cache has its own rule (``evaluation.encoding``): it replaces only
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 from collections.abc import Iterable
 from pathlib import Path
@@ -51,6 +52,9 @@ def check_new_files(
             raise UsageError(f"{option} {path} is a folder; name a file")
         if path.exists() and not overwrite:
             raise UsageError(f"{option} {path} exists; pass --overwrite to replace it, or name another file")
+        problem = unwritable_problem(path.parent, option=option, named=path)
+        if problem:
+            raise UsageError(problem)
 
 
 def check_new_file(
@@ -67,6 +71,9 @@ def check_empty_folder(path: str | Path, *, option: str, overwrite: bool = False
     folder = Path(path)
     if folder.exists() and not folder.is_dir():
         raise UsageError(f"{option} {path} is a file; name a folder")
+    problem = unwritable_problem(folder, option=option)
+    if problem:
+        raise UsageError(problem)
     entries = earlier_entries(folder)
     if entries and not overwrite:
         raise UsageError(
@@ -74,6 +81,21 @@ def check_empty_folder(path: str | Path, *, option: str, overwrite: bool = False
             "name an empty folder"
         )
     return folder
+
+
+def unwritable_problem(folder: str | Path, *, option: str, named: str | Path | None = None) -> str | None:
+    """Why nothing can be written in ``folder`` (created where missing): found before the minutes of
+    work whose result would be lost at the write. ``named`` is the path the user gave, when it is
+    a file in ``folder``."""
+    named = named if named is not None else folder
+    existing = Path(folder).expanduser().absolute()
+    while not existing.exists():
+        existing = existing.parent
+    if not existing.is_dir():
+        return f"{option} {named} cannot be created: {existing} is a file"
+    if not os.access(existing, os.W_OK | os.X_OK):
+        return f"{option} {named} is not writable: no write permission on {existing}"
+    return None
 
 
 def output_folder_content_problems(output_dir: str | Path, *, overwrite: bool, resuming: bool) -> list[str]:

@@ -25,6 +25,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from metricbert_trainer.base.distributed import world_size
 from metricbert_trainer.base.pooling import mean_pool
 from metricbert_trainer.data.catalog import Catalog
+from metricbert_trainer.data.output_files import unwritable_problem
 from metricbert_trainer.errors import UsageError
 from metricbert_trainer.evaluation.neighbours import METRIC_INF, catalog_views
 
@@ -226,6 +227,9 @@ def check_cache_path(path: str | Path) -> Path:
             f"{path} is not an embedding cache (an .npz this library wrote), so it is not replaced; name another "
             "file for the cache"
         )
+    problem = unwritable_problem(path.parent, option="the embedding cache", named=path)
+    if problem:
+        raise UsageError(problem)
     return path
 
 
@@ -259,12 +263,16 @@ def _write_cache(path: Path, fingerprint: str, embeddings: dict[str, np.ndarray]
     path.parent.mkdir(parents=True, exist_ok=True)
     # Write beside and rename, so an interrupted run never leaves a truncated cache behind.
     partial = path.with_name(path.name + ".partial.npz")
-    np.savez(
-        partial,
-        fingerprint=np.array(fingerprint),
-        **{f"view:{name}": matrix for name, matrix in embeddings.items()},
-    )
-    partial.replace(path)
+    try:
+        np.savez(
+            partial,
+            fingerprint=np.array(fingerprint),
+            **{f"view:{name}": matrix for name, matrix in embeddings.items()},
+        )
+        partial.replace(path)
+    except OSError:
+        partial.unlink(missing_ok=True)  # a full disk leaves no half-written archive behind
+        raise
     logger.info("Wrote catalog embeddings to %s.", path)
 
 

@@ -24,7 +24,7 @@ from transformers.trainer_utils import get_last_checkpoint
 from metricbert_trainer.base.config import CatalogTrainerConfig
 from metricbert_trainer.base.model_folders import model_folder_problem
 from metricbert_trainer.base.modeling import resolve_model_name
-from metricbert_trainer.data.output_files import output_folder_content_problems
+from metricbert_trainer.data.output_files import output_folder_content_problems, unwritable_problem
 from metricbert_trainer.errors import UsageError
 from metricbert_trainer.evaluation.label_free import signal_names
 from metricbert_trainer.evaluation.metrics import ranking_metric_names
@@ -247,13 +247,9 @@ def output_folder_problems(training_args: TrainingArguments) -> list[str]:
     location = Path(output_dir).expanduser().absolute()
     if location.exists() and not location.is_dir():
         return [f"output_dir {output_dir} is a file, not a folder: name another output_dir"]
-    existing = location
-    while not existing.exists():
-        existing = existing.parent
-    if not existing.is_dir():
-        return [f"output_dir {output_dir} cannot be created: {existing} is a file"]
-    if not os.access(existing, os.W_OK | os.X_OK):
-        return [f"output_dir {output_dir} is not writable: no write permission on {existing}"]
+    problem = unwritable_problem(output_dir, option="output_dir")
+    if problem:
+        return [problem]
     return output_folder_content_problems(
         output_dir,
         overwrite=training_args.overwrite_output_dir,

@@ -4,14 +4,23 @@ byte for byte afterwards."""
 
 from __future__ import annotations
 
+import errno
 import json
+import signal
+import subprocess
+import sys
+import time
 
+import numpy as np
 import pytest
-from conftest import QUICK_RUN, flags
+from conftest import QUICK_RUN, REPO_ROOT, WINES_CSV, flags
 
 from metricbert_trainer.cli import main as metricbert
+from metricbert_trainer.data.catalog import load_catalog
 from metricbert_trainer.data.output_files import RUN_LOCK_FILE
 from metricbert_trainer.errors import UsageError
+from metricbert_trainer.evaluation.encoding import encode_catalog
+from metricbert_trainer.evaluation.scorers import load_encoder
 from metricbert_trainer.scripts.train import main as train_recipe
 
 
@@ -176,3 +185,49 @@ def test_a_run_that_fails_early_leaves_no_folder_behind(files, tiny_model_path, 
     with pytest.raises(Exception, match="missing column"):
         train_recipe([*_recipe(tiny_model_path, files, folder), "--text_columns", "title", "tagline"])
     assert not folder.exists()
+
+
+def test_an_output_that_cannot_be_written_is_refused_before_any_work(files, capsys, tmp_path):
+    """Found before the catalog is encoded, not when the result is written minutes later. (Run as
+    root, the permission case cannot be shown; a path under a file can.)"""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x", encoding="utf-8")
+    evaluate = ["evaluate", "--model", str(tmp_path / "no-model"), *_catalog_and_annotations(files)]
+    message = _refused(capsys, [*evaluate, "--output", str(blocker / "metrics.json")])
+    assert f"--output {blocker / 'metrics.json'} cannot be created: {blocker} is a file" in message
+    message = _refused(capsys, [*evaluate, "--cache", str(blocker / "cache.npz")])
+    assert f"the embedding cache {blocker / 'cache.npz'} cannot be created: {blocker} is a file" in message
+
+
+def test_a_cache_write_that_fails_leaves_no_partial_file(files, tiny_model_path, tmp_path, monkeypatch):
+    """A full disk mid-write (numpy's writer made to fail as ENOSPC does, after half the bytes): the
+    error reaches the user and no half-written archive stays beside the cache."""
+
+    def disk_full(path, **arrays):
+        path.write_bytes(b"PK\x03\x04 half an archive")
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(np, "savez", disk_full)
+    model, tokenizer = load_encoder(tiny_model_path, device="cpu")
+    catalog = load_catalog(files / "wines.csv")
+    with pytest.raises(OSError, match="No space left on device"):
+        encode_catalog(model, tokenizer, catalog, max_length=16, cache_path=tmp_path / "cache.npz")
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.slow
+def test_ctrl_c_during_a_command_is_one_line_and_status_130(tiny_model_path, tmp_path):
+    cache = tmp_path / "cache.npz"
+    # The whole wine sample, one text a batch: minutes of encoding, interrupted in its first seconds.
+    command = [sys.executable, "-m", "metricbert_trainer.cli", "recommend", "--model", tiny_model_path]
+    command += ["--catalog", str(WINES_CSV), "--item", "0", "--cache", str(cache), "--batch-size", "1"]
+    process = subprocess.Popen(command, cwd=REPO_ROOT, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    error = ""
+    while time.monotonic() < deadline and "Encoding" not in error:
+        error += process.stderr.read(1)  # the progress bar: encoding has begun
+    process.send_signal(signal.SIGINT)
+    error += process.stderr.read()
+    assert process.wait(timeout=60) == 130
+    assert error.strip().endswith("metricbert recommend: interrupted") and "Traceback" not in error
+    assert not cache.exists() and not list(tmp_path.iterdir())
