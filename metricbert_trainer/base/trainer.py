@@ -93,6 +93,7 @@ class CatalogTrainer(Trainer):
     # What the model card says about the method (a subclass names its own, with its paper).
     card_method = CardMethod(
         name="A text encoder trained on a catalog",
+        family="Catalog encoder",
         goal="so that items whose {fields} are alike embed close together",
         inference="Items are embedded by mean pooling the last layer and recommended by distance.",
         trainer="CatalogTrainer",

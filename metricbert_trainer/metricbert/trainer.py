@@ -47,6 +47,7 @@ class MetricBertTrainer(CatalogTrainer):
     label_free_selection = True
     card_method = CardMethod(
         name="A MetricBERT encoder (Malkiel, Ginzburg et al., *MetricBERT*, ICASSP 2022)",
+        family="MetricBERT",
         goal="so that items whose {fields} are alike embed close together",
         inference="Items are embedded by mean pooling the last layer and recommended by distance: MetricBERT's "
         "Metric_Inf sums the angular distances of the two fields, a single text is compared by cosine.",

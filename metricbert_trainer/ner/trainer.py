@@ -48,6 +48,7 @@ class NerTrainer(CatalogTrainer):
     card_method = CardMethod(
         name="A multi-task NER tagger (Siskind & Shah, *Multi-Task Triplet Loss for Named Entity Recognition "
         "using Supplementary Text*)",
+        family="Multi-task NER",
         goal="to tag the entities of an item's {fields}, the title's tags learnt together with a title/description "
         "triplet term",
         inference="The model tags a title alone, word by word (BIO tags); descriptions are read in training only. "

@@ -59,6 +59,7 @@ class CardMethod:
     """
 
     name: str  # opens the card: what was trained, with its paper
+    family: str  # the method's short name, for commit messages
     goal: str  # what the training makes the model do
     inference: str  # how the trained model recommends
     trainer: str  # the class that trains it further

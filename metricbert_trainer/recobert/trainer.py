@@ -26,6 +26,7 @@ class RecoBertTrainer(CatalogTrainer):
     _tag_names = ["recobert", "metricbert", "sentence-similarity"]
     card_method = CardMethod(
         name="A RecoBERT title-description model (Malkiel et al., *RecoBERT*, Findings of EMNLP 2020)",
+        family="RecoBERT",
         goal="to score whether the {fields} of a pair belong to the same item",
         inference="Each field is embedded by mean pooling its tokens of the last layer; RecoBERT's inference "
         "ranks candidates by four z-normalised scores, the cosines of the descriptions and of the titles and "

@@ -159,7 +159,7 @@ def train_ner(
         # Written again now that the final evaluation is in the log, for the card's results.
         trainer.create_model_card()
         if training_args.push_to_hub:
-            trainer.push_to_hub(commit_message="Multi-task NER training finished")
+            trainer.push_to_hub(commit_message=f"{trainer.card_method.family} training finished")
         return TrainingRun(trainer, metrics)
 
 

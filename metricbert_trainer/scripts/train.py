@@ -157,7 +157,7 @@ def _train(
     if plot_labels is not None and trainer.is_world_process_zero():
         plot_recipe_embeddings(model_args, data_args, training_args, catalog, plot_labels)
     if training_args.push_to_hub:
-        trainer.push_to_hub(commit_message="MetricBERT training finished")
+        trainer.push_to_hub(commit_message=f"{trainer.card_method.family} training finished")
     return TrainingRun(trainer, metrics)
 
 

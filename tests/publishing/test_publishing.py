@@ -56,7 +56,13 @@ class RecordingHub:
         self.calls.append(
             (
                 "upload_folder",
-                {"repo_id": repo_id, "folder_path": folder_path, "token": token, "files": selected},
+                {
+                    "repo_id": repo_id,
+                    "folder_path": folder_path,
+                    "token": token,
+                    "files": selected,
+                    "commit_message": kwargs.get("commit_message"),
+                },
             )
         )
         return SimpleNamespace(commit_url=f"https://huggingface.co/{repo_id}")
@@ -270,6 +276,7 @@ def test_upload_goes_to_the_named_repo_with_the_card_and_without_checkpoints(pub
     assert len(upload) == 2 and all(call["repo_id"] == HUB_ID for call in upload)
     assert all(Path(call["folder_path"]) == published.output_dir for call in upload)
     assert all(call["token"] is None for call in upload)  # huggingface_hub reads HF_TOKEN or the login
+    assert upload[-1]["commit_message"] == "MetricBERT training finished"  # the card's family
     files = upload[-1]["files"]
     assert "training_args.bin" not in files
     for name in (
