@@ -26,7 +26,7 @@ from metricbert_trainer.base.modeling import load_masked_lm, resolve_model_name
 from metricbert_trainer.base.weight_ensembling import blend_with_start
 from metricbert_trainer.data.lengths import resolve_max_length
 from metricbert_trainer.metricbert.config import MetricBertConfig
-from metricbert_trainer.publishing.markdown import markdown_table
+from metricbert_trainer.publishing.markdown import escape_markdown, markdown_table
 from metricbert_trainer.scripts.arguments import DataArguments, ModelArguments, parse_recipe_args
 from metricbert_trainer.scripts.train import TrainingRun, build_ranking_evaluator, load_recipe_catalog, train
 
@@ -280,7 +280,7 @@ def summary_table(summary: list[dict], reference: str | None = None) -> str:
                 cell += f" [{difference:+.2f}{star}]"
             cells.append(cell)
         change = ", ".join(f"{key}={value}" for key, value in entry["overrides"].items()) or "-"
-        rows.append([entry["label"], len(entry["seeds"]), *cells, change])
+        rows.append([escape_markdown(entry["label"]), len(entry["seeds"]), *cells, change])
     headers = ["variant", "seeds", *(metric.upper() for metric in METRICS), "what changes"]
     return markdown_table(headers, rows)
 
@@ -306,7 +306,8 @@ def selection_table(rows: list[dict], metrics: tuple[str, ...] = ("map", "mpr", 
             choices[signal] = max(trained, key=lambda entry: entry[signal])
         for label, entry in choices.items():
             values = [f"{entry[metric]:.2f}" for metric in metrics]
-            table.append([f"{row['variant']} (seed {row['seed']})", label, entry["step"], *values])
+            run = escape_markdown(f"{row['variant']} (seed {row['seed']})")
+            table.append([run, label, entry["step"], *values])
     return markdown_table(["run", "picked by", "step", *(metric.upper() for metric in metrics)], table)
 
 

@@ -82,6 +82,19 @@ def test_report_averages_seeds_and_stars_differences_beyond_seed_spread(tmp_path
     assert "[-3.10*]" in table[4]
 
 
+def test_study_tables_escape_variant_names(tmp_path):
+    """A variant's name is the study author's YAML key: it reaches the markdown report as text."""
+    from markdown_it import MarkdownIt
+
+    name = "<img src=x onerror=alert(1)> *new* [x](https://evil.example)"
+    results = tmp_path / "results.jsonl"
+    results.write_text(json.dumps(_row(name, 42, 93.0, 42.0)) + "\n", encoding="utf-8")
+    summary = summarise(read_results(results), Study("base.yaml", {name: {}}))
+    html = MarkdownIt("commonmark").enable("table").render(summary_table(summary))
+    assert "<img" not in html and "<em>" not in html and "<a " not in html
+    assert "&lt;img src=x onerror=alert(1)&gt; *new* [x](https://evil.example)" in html
+
+
 def test_selection_table_shows_what_each_label_free_signal_picks():
     from metricbert_trainer.scripts.study import selection_table
 
