@@ -260,8 +260,9 @@ def output_folder_problems(training_args: TrainingArguments) -> list[str]:
 def resume_problems(training_args: TrainingArguments) -> list[str]:
     """A checkpoint to resume from must be a complete checkpoint folder whose weights are readable:
     the one named, or with ``last`` the newest in ``output_dir`` (none yet: the run starts afresh).
-    Weights are checked where the checkpoint holds safetensors files (a DeepSpeed checkpoint may
-    keep its weights only in the engine's own files)."""
+    A checkpoint holding safetensors weights is checked as a model folder (its architecture, every
+    weights file complete); one whose weights are only in DeepSpeed's own files is left to its
+    engine."""
     resume_from_checkpoint = training_args.resume_from_checkpoint
     if resume_from_checkpoint in (None, False):
         return []
@@ -277,6 +278,7 @@ def resume_problems(training_args: TrainingArguments) -> list[str]:
                 f"resume_from_checkpoint {checkpoint} is not a complete checkpoint folder (no "
                 f"{TRAINER_STATE_NAME} in it): name a checkpoint-N folder, or `last` for the newest one in output_dir"
             ]
-    weights = any(Path(checkpoint).glob("*.safetensors"))
-    problem = model_folder_problem(checkpoint, what="checkpoint", tokenizer=False, weights=weights)
+    if not any(Path(checkpoint).glob("*.safetensors")):
+        return []  # the engine's own files (DeepSpeed ZeRO-3): its loader checks them
+    problem = model_folder_problem(checkpoint, what="checkpoint", tokenizer=False, local=True)
     return [problem] if problem else []
