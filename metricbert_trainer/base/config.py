@@ -189,6 +189,11 @@ class CatalogTrainerConfig(TrainingArguments):
                 f"Unknown nonfinite_loss {self.nonfinite_loss!r}; valid choices: {', '.join(NONFINITE_LOSS_ACTIONS)}."
             )
 
+    def loss_weights(self) -> dict[str, float]:
+        """The weight option of every loss term, by name: a run whose weights are all 0 trains
+        nothing. Each family's config adds its own terms."""
+        return {"mlm_weight": self.mlm_weight}
+
     def in_batch_term(self) -> str | None:
         """The weight option of a loss term that is on and takes each item's negatives from the
         other items of its batch (which a batch of one does not have); ``None`` when no such term

@@ -288,6 +288,13 @@ class MetricBertConfig(CatalogTrainerConfig):
         # before any model is loaded.
         build_loss(self)
 
+    def loss_weights(self) -> dict[str, float]:
+        return {
+            "triplet_weight": self.triplet_weight,
+            **super().loss_weights(),
+            "distill_weight": self.distill_weight,
+        }
+
     def in_batch_term(self) -> str | None:
         """The metric term mines its negatives in the batch (every objective of the family does)."""
         return "triplet_weight" if self.triplet_weight > 0 else None

@@ -66,6 +66,10 @@ class NerConfig(CatalogTrainerConfig):
         """The metric term these settings describe."""
         return title_description_loss(self.objective, self.mining)
 
+    def loss_weights(self) -> dict[str, float]:
+        """The tagging loss always trains (weight 1); the metric term adds to it."""
+        return {"ner": 1.0, "metric_weight": self.metric_weight}
+
     def in_batch_term(self) -> str | None:
         """The metric term mines its negatives in the batch; the NER term alone needs none."""
         return "metric_weight" if self.metric_weight > 0 else None

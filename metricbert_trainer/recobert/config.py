@@ -90,6 +90,9 @@ class RecoBertConfig(CatalogTrainerConfig):
         if self.rerank_top_k < 0:
             raise ValueError(f"rerank_top_k must be >= 0 (0: no re-ranking); got {self.rerank_top_k}.")
 
+    def loss_weights(self) -> dict[str, float]:
+        return {"tdm_weight": self.tdm_weight, **super().loss_weights()}
+
     def in_batch_term(self) -> str | None:
         """TDM's negative pairs take another item's description from the batch."""
         return "tdm_weight" if self.tdm_weight > 0 and self.negative_probability > 0 else None

@@ -123,8 +123,13 @@ def training_range_problems(training_args: TrainingArguments) -> list[str]:
 
 
 def objective_problems(training_args: CatalogTrainerConfig) -> list[str]:
-    """A term whose negatives are the batch's other items cannot train on batches of one item: it
-    would log 0 at every step while the run reported a trained model."""
+    """A run with every loss weight at 0, or a term whose negatives are the batch's other items on
+    batches of one item, would log 0 at every step while the run reported a trained model."""
+    weights = training_args.loss_weights()
+    if not any(weights.values()):
+        return [
+            f"every loss term is off ({', '.join(f'{name} 0' for name in weights)}): the run would train nothing"
+        ]
     term = training_args.in_batch_term()
     pool = training_args.per_device_train_batch_size
     if getattr(training_args, "gather_across_devices", False):

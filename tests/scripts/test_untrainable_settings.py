@@ -51,6 +51,13 @@ def test_a_batch_of_one_is_refused_for_every_term_that_needs_negatives(files, ti
     assert run.trainer.state.global_step == 2
 
 
+def test_a_run_with_every_loss_term_off_is_refused(files, tmp_path):
+    off = {"triplet_weight": 0, "mlm_weight": 0, "distill_weight": 0}
+    # A model path that does not exist: the settings are refused before anything would load it.
+    with pytest.raises(UsageError, match="every loss term is off .*the run would train nothing"):
+        train_recipe(_recipe(str(tmp_path / "no-model"), files / "wines.csv", tmp_path / "run", **off))
+
+
 def test_a_schedule_with_learning_rate_0_at_every_step_is_refused(files, tiny_model_path, tmp_path):
     catalog = files / "wines.csv"
     epochs = {"max_steps": -1, "num_train_epochs": 0.001, "warmup_steps": 0.1}
