@@ -6,8 +6,9 @@ must lose nothing. Every command and recipe that writes asks here first, before 
 - a file the command reads (its catalog, its annotations) is never written over;
 - any other existing file is replaced only when the user says so (``--overwrite`` on the
   ``metricbert`` commands, ``overwrite_output_dir`` in a recipe), and the refusal names the file;
-- a recipe's output folder must be empty, or hold an earlier run of this library (its run lock,
-  ``RUN_LOCK_FILE``) that the recipe resumes (``resume_from_checkpoint``) or, with
+- a recipe's output folder must be empty, or hold an earlier run (this library's run lock,
+  ``RUN_LOCK_FILE``, or a copied ``checkpoint-N``) that the recipe resumes
+  (``resume_from_checkpoint``) or, with
   ``overwrite_output_dir``, replaces whole, so no checkpoint or plot of the earlier run is left
   beside the new model. Files of a folder no run of this library wrote are replaced one by one by
   the files the run writes, and only with ``overwrite_output_dir``; the others stay.
@@ -104,7 +105,7 @@ def output_folder_content_problems(output_dir: str | Path, *, overwrite: bool, r
     entries = earlier_entries(folder)
     if not entries:
         return []
-    if overwrite or (resuming and is_earlier_run(folder)):
+    if overwrite or (resuming and (is_earlier_run(folder) or holds_checkpoints(folder))):
         return []
     what = "an earlier run's files" if is_earlier_run(folder) else "files no run of this library wrote"
     continuing = ", resume_from_checkpoint last to continue that run" if is_earlier_run(folder) else ""
@@ -142,6 +143,12 @@ def clear_earlier_run(output_dir: str | Path, *, earlier_run: bool) -> None:
 def is_earlier_run(folder: Path) -> bool:
     """Whether a run of this library wrote ``folder`` (it holds the run lock file)."""
     return (folder / RUN_LOCK_FILE).is_file()
+
+
+def holds_checkpoints(folder: Path) -> bool:
+    """Whether ``folder`` holds Trainer checkpoints (``checkpoint-N``): a training run's folder,
+    this library's or one a user copied a checkpoint into to resume it there."""
+    return any(entry.is_dir() for entry in folder.glob("checkpoint-*"))
 
 
 def earlier_entries(folder: Path) -> list[Path]:

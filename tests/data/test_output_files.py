@@ -17,7 +17,7 @@ from conftest import QUICK_RUN, REPO_ROOT, WINES_CSV, flags
 
 from metricbert_trainer.cli import main as metricbert
 from metricbert_trainer.data.catalog import load_catalog
-from metricbert_trainer.data.output_files import RUN_LOCK_FILE
+from metricbert_trainer.data.output_files import RUN_LOCK_FILE, output_folder_content_problems
 from metricbert_trainer.errors import UsageError
 from metricbert_trainer.evaluation.encoding import encode_catalog
 from metricbert_trainer.evaluation.scorers import load_encoder
@@ -231,3 +231,13 @@ def test_ctrl_c_during_a_command_is_one_line_and_status_130(tiny_model_path, tmp
     assert process.wait(timeout=60) == 130
     assert error.strip().endswith("metricbert recommend: interrupted") and "Traceback" not in error
     assert not cache.exists() and not list(tmp_path.iterdir())
+
+
+def test_a_checkpoint_copied_into_a_new_folder_is_resumed_there(tmp_path):
+    """Moving a run: a checkpoint copied into a fresh folder may be resumed in it (the DDP and
+    FSDP resume tests do so end to end), but the folder is not written over without resuming."""
+    (tmp_path / "checkpoint-2").mkdir()
+    (tmp_path / "checkpoint-2" / "trainer_state.json").write_text("{}", encoding="utf-8")
+    assert output_folder_content_problems(tmp_path, overwrite=False, resuming=True) == []
+    (problem,) = output_folder_content_problems(tmp_path, overwrite=False, resuming=False)
+    assert "holds files no run of this library wrote (checkpoint-2)" in problem
