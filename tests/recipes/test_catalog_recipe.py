@@ -54,12 +54,14 @@ def _products(count: int | None = None) -> pd.DataFrame:
 
 def _quick(tmp_path, tiny_model_path, **options) -> list[str]:
     return flags(
-        model_name_or_path=tiny_model_path,
-        output_dir=tmp_path / "run",
-        id_column="sku",
-        learning_rate="1e-4",
-        **QUICK_RUN,
-        **options,
+        **{
+            "model_name_or_path": tiny_model_path,
+            "output_dir": tmp_path / "run",
+            "id_column": "sku",
+            "learning_rate": "1e-4",
+            **QUICK_RUN,
+            **options,
+        }
     )
 
 
@@ -100,11 +102,14 @@ def test_generic_recipe_loads_a_dataset_folder(tmp_path, tiny_model_path):
     assert run.trainer.state.global_step == 4 and run.trainer.fields == ("name", "summary")
     with pytest.raises(CatalogError, match="Cannot load the dataset"):
         recipe_main(
-            _quick(tmp_path, tiny_model_path, dataset=tmp_path / "nowhere"), default_config=GENERIC_CONFIG
+            _quick(tmp_path, tiny_model_path, dataset=tmp_path / "nowhere", output_dir=tmp_path / "second"),
+            default_config=GENERIC_CONFIG,
         )
     with pytest.raises(ValueError, match="exactly one of them"):
         recipe_main(
-            _quick(tmp_path, tiny_model_path, dataset=folder, catalog=WINES_CSV),
+            _quick(
+                tmp_path, tiny_model_path, dataset=folder, catalog=WINES_CSV, output_dir=tmp_path / "third"
+            ),
             default_config=GENERIC_CONFIG,
         )
 
