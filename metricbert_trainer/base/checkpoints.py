@@ -62,6 +62,12 @@ def published_path(path: str | None, run_dir: str | os.PathLike) -> str | None:
     return str(Path(run_dir) / Path(path).name)
 
 
+def resumes(value: str | bool | None) -> bool:
+    """Whether a ``resume_from_checkpoint`` setting asks to resume (``None``, ``False``, ``""``,
+    ``"false"`` and ``"none"`` start afresh)."""
+    return not (value is None or value is False or str(value).strip().lower() in ("", "false", "none"))
+
+
 def checkpoint_to_resume(value: str | bool | None, output_dir: str | os.PathLike) -> str | None:
     """The checkpoint a run resumes from, from a ``resume_from_checkpoint`` setting.
 
@@ -70,7 +76,7 @@ def checkpoint_to_resume(value: str | bool | None, output_dir: str | os.PathLike
     none, so one command both starts a job and restarts it after a preemption; anything else is
     a checkpoint folder, which must be complete.
     """
-    if value is None or value is False or str(value).strip().lower() in ("", "false", "none"):
+    if not resumes(value):
         return None
     if value is True or str(value).strip().lower() in LATEST_CHECKPOINT:
         found = get_last_checkpoint(str(output_dir)) if Path(output_dir).is_dir() else None

@@ -192,12 +192,13 @@ class CatalogTrainer(Trainer):
             )
         if not self.is_world_process_zero():
             return
-        for warning in degenerate_text_warnings({name: train_dataset[name] for name in self.fields}):
+        texts = {name: train_dataset[name] for name in self.fields}
+        for warning in degenerate_text_warnings(texts):
             logger.warning("The training catalog: %s.", warning)
         if self.processing_class is None:
             return
         for name in self.fields:
-            truncated = count_truncated(self.processing_class, train_dataset[name], self.args.max_length)
+            truncated = count_truncated(self.processing_class, texts[name], self.args.max_length)
             if truncated:
                 logger.warning(
                     "%d of %d %s texts are longer than max_length=%d tokens and are truncated.",

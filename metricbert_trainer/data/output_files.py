@@ -105,10 +105,11 @@ def output_folder_content_problems(output_dir: str | Path, *, overwrite: bool, r
     entries = earlier_entries(folder)
     if not entries:
         return []
-    if overwrite or (resuming and (is_earlier_run(folder) or holds_checkpoints(folder))):
+    earlier_run = is_earlier_run(folder)
+    if overwrite or (resuming and (earlier_run or holds_checkpoints(folder))):
         return []
-    what = "an earlier run's files" if is_earlier_run(folder) else "files no run of this library wrote"
-    continuing = ", resume_from_checkpoint last to continue that run" if is_earlier_run(folder) else ""
+    what = "an earlier run's files" if earlier_run else "files no run of this library wrote"
+    continuing = ", resume_from_checkpoint last to continue that run" if earlier_run else ""
     return [
         f"output_dir {output_dir} already holds {what} ({listed(entries)}): pass --overwrite_output_dir true to "
         f"replace them{continuing}, or name an empty folder"

@@ -21,6 +21,7 @@ from transformers.integrations import get_available_reporting_integrations
 from transformers.trainer import TRAINER_STATE_NAME
 from transformers.trainer_utils import get_last_checkpoint
 
+from metricbert_trainer.base.checkpoints import resumes
 from metricbert_trainer.base.config import CatalogTrainerConfig
 from metricbert_trainer.base.model_folders import model_folder_problem
 from metricbert_trainer.base.modeling import resolve_model_name
@@ -149,11 +150,12 @@ def check_schedule(training_args: CatalogTrainerConfig, train_items: int) -> Non
     would be saved unchanged and published as trained. Needs the number of training items, so it
     runs once the catalog is read, before the model loads."""
     steps = optimizer_steps(training_args, train_items)
+    warmup_steps = training_args.get_warmup_steps(steps)
     optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=training_args.learning_rate)
     scheduler = get_scheduler(
         training_args.lr_scheduler_type,
         optimizer,
-        num_warmup_steps=training_args.get_warmup_steps(steps),
+        num_warmup_steps=warmup_steps,
         num_training_steps=steps,
         scheduler_specific_kwargs=training_args.lr_scheduler_kwargs,
     )
@@ -165,7 +167,7 @@ def check_schedule(training_args: CatalogTrainerConfig, train_items: int) -> Non
     raise UsageError(
         f"the run has {steps} optimizer step(s) ({train_items} training items, num_train_epochs "
         f"{training_args.num_train_epochs}, max_steps {training_args.max_steps}) and the {training_args.lr_scheduler_type} "
-        f"schedule with {training_args.get_warmup_steps(steps)} warm-up step(s) gives every one of them learning rate 0, "
+        f"schedule with {warmup_steps} warm-up step(s) gives every one of them learning rate 0, "
         "so the model would not change: train for more steps, or warm up for fewer"
     )
 
@@ -239,8 +241,9 @@ def model_path_problems(model_name_or_path: str) -> list[str]:
     """A model named by a local path must be a model folder this library can use
     (``model_folders.model_folder_problem``); a name that is no local path is left to the Hub (or
     its cache) to resolve."""
-    problem = model_folder_problem(resolve_model_name(model_name_or_path), what="model_name_or_path")
-    return [problem.replace(resolve_model_name(model_name_or_path), model_name_or_path, 1)] if problem else []
+    path = resolve_model_name(model_name_or_path)
+    problem = model_folder_problem(path, what="model_name_or_path")
+    return [problem.replace(path, model_name_or_path, 1)] if problem else []
 
 
 def output_folder_problems(training_args: TrainingArguments) -> list[str]:
@@ -258,7 +261,7 @@ def output_folder_problems(training_args: TrainingArguments) -> list[str]:
     return output_folder_content_problems(
         output_dir,
         overwrite=training_args.overwrite_output_dir,
-        resuming=training_args.resume_from_checkpoint not in (None, False),
+        resuming=resumes(training_args.resume_from_checkpoint),
     )
 
 

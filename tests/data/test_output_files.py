@@ -241,3 +241,15 @@ def test_a_checkpoint_copied_into_a_new_folder_is_resumed_there(tmp_path):
     assert output_folder_content_problems(tmp_path, overwrite=False, resuming=True) == []
     (problem,) = output_folder_content_problems(tmp_path, overwrite=False, resuming=False)
     assert "holds files no run of this library wrote (checkpoint-2)" in problem
+
+
+def test_a_setting_that_starts_afresh_is_no_resume(files, tmp_path):
+    """``resume_from_checkpoint: false`` (or "") starts afresh (``checkpoints.resumes``), so it does
+    not open an earlier run's folder to being written over."""
+    folder = tmp_path / "run"
+    folder.mkdir()
+    (folder / RUN_LOCK_FILE).write_text("", encoding="utf-8")
+    (folder / "model.safetensors").write_bytes(b"an earlier run's weights")
+    for setting in ("false", ""):
+        with pytest.raises(UsageError, match="already holds an earlier run's files"):
+            train_recipe(_recipe(str(tmp_path / "no-model"), files, folder, resume_from_checkpoint=setting))
