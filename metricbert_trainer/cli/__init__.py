@@ -1,7 +1,8 @@
 """The ``metricbert`` command: evaluate a model, list an item's neighbours, compare against baselines.
 
-    metricbert evaluate --model PATH --catalog CSV --annotations FILE [--scorer metric_inf] [--output JSON]
-    metricbert recommend --model PATH --catalog CSV --item ID [--top-k 10]
+    metricbert evaluate --model PATH --catalog CSV --annotations FILE [--scorer metric_inf] [--tfidf-weight 0.2]
+        [--output JSON]
+    metricbert recommend --model PATH --catalog CSV --item ID [--top-k 10] [--tfidf-weight 0.2]
     metricbert compare --catalog CSV --annotations FILE --baselines tfidf lda --models PATH [...]
         [--sbert PATH ...] [--recobert PATH ...] --output-dir DIR
     metricbert report --catalog CSV --annotations FILE --baselines tfidf --models PATH [...] --output report.html
@@ -11,7 +12,8 @@
 
 Model paths may be plain Hugging Face folders or sentence-transformers folders; ``NAME=PATH``
 names a model's rows in the tables. Everything is computed by the library's scorers, ranking and
-metrics, so these numbers are the ones the trainer logs.
+metrics; ``evaluate`` and ``recommend`` rank in the hybrid with TF-IDF by default
+(``evaluation.hybrid``), ``--tfidf-weight 0`` by the model alone, as the trainer's evaluation does.
 """
 
 from __future__ import annotations

@@ -20,6 +20,7 @@ from metricbert_trainer.cli.options import (
     overwrite_options,
     report_header,
     results_table,
+    unit_interval,
     write_json,
 )
 from metricbert_trainer.data.annotations import Annotations, load_annotations
@@ -27,6 +28,7 @@ from metricbert_trainer.data.catalog import Catalog
 from metricbert_trainer.data.output_files import check_new_files
 from metricbert_trainer.evaluation.encoding import PRECISIONS
 from metricbert_trainer.evaluation.evaluator import evaluate_scorer
+from metricbert_trainer.evaluation.hybrid import DEFAULT_TFIDF_WEIGHT, with_tfidf
 from metricbert_trainer.evaluation.neighbours import CONCAT, METRIC_INF, catalog_views, mode_label
 from metricbert_trainer.evaluation.scorers import (
     LdaScorer,
@@ -121,6 +123,13 @@ def add_scorer_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--lda-topics", type=integer_at_least(1), default=50, help="Topics of the LDA baseline."
     )
+    parser.add_argument(
+        "--tfidf-weight",
+        type=unit_interval,
+        default=None,
+        help="Also rank each --models encoder fused with TF-IDF, TF-IDF weighing this much (the hybrid "
+        f"evaluate and recommend rank with, at {DEFAULT_TFIDF_WEIGHT} by default).",
+    )
 
 
 def scorers(args: argparse.Namespace, catalog: Catalog) -> Iterator[tuple[Scorer, dict]]:
@@ -136,7 +145,13 @@ def scorers(args: argparse.Namespace, catalog: Catalog) -> Iterator[tuple[Scorer
         name, path = name_and_path(spec)
         model, tokenizer = load_encoder(path, device=args.device)
         for mode in args.modes:
-            yield encoder_scorer(args, model, tokenizer, mode, name), {"model": path}
+            scorer = encoder_scorer(args, model, tokenizer, mode, name)
+            yield scorer, {"model": path}
+            if args.tfidf_weight:
+                yield (
+                    with_tfidf(scorer, args.tfidf_weight),
+                    {"model": path, "tfidf_weight": args.tfidf_weight},
+                )
         del model
     for spec in args.sbert:
         name, path = name_and_path(spec)

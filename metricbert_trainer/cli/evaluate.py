@@ -8,11 +8,11 @@ from pathlib import Path
 from metricbert_trainer.cli.options import (
     annotation_options,
     catalog_options,
-    encoder_scorer,
     load_cli_catalog,
     model_options,
     name_and_path,
     overwrite_options,
+    ranking_scorer,
     report_header,
     results_table,
     write_json,
@@ -45,13 +45,14 @@ def run(args: argparse.Namespace) -> int:
     annotations = load_annotations(args.annotations, catalog, on_unmatched=args.on_unmatched)
     name, path = name_and_path(args.model)
     model, tokenizer = load_encoder(path, device=args.device)
-    scorer = encoder_scorer(args, model, tokenizer, args.scorer, name, cache_path=args.cache)
+    scorer = ranking_scorer(args, model, tokenizer, name, cache_path=args.cache)
     metrics = evaluate_scorer(scorer, catalog, annotations, ks=args.ks)
     print(results_table([(scorer.name, metrics)], args.ks))
     if args.output:
         report = report_header(args, catalog, annotations) | {
             "model": path,
             "scorer": args.scorer,
+            "tfidf_weight": args.tfidf_weight,
             "metrics": metrics,
         }
         write_json(Path(args.output), report)

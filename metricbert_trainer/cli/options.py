@@ -12,8 +12,9 @@ from pathlib import Path
 
 from metricbert_trainer.data.annotations import ON_UNMATCHED, Annotations
 from metricbert_trainer.data.catalog import Catalog, load_catalog
+from metricbert_trainer.evaluation.hybrid import DEFAULT_TFIDF_WEIGHT, with_tfidf
 from metricbert_trainer.evaluation.neighbours import CONCAT, METRIC_INF, mode_label
-from metricbert_trainer.evaluation.scorers import EncoderScorer
+from metricbert_trainer.evaluation.scorers import EncoderScorer, Scorer
 from metricbert_trainer.publishing.markdown import escape_markdown, markdown_table
 
 logger = logging.getLogger("metricbert_trainer.cli")
@@ -114,7 +115,32 @@ def model_options() -> argparse.ArgumentParser:
         default=None,
         help="An .npz to keep the catalog embeddings in and reuse (it only ever replaces such a cache).",
     )
+    parser.add_argument(
+        "--tfidf-weight",
+        type=unit_interval,
+        default=DEFAULT_TFIDF_WEIGHT,
+        help=f"TF-IDF's share of a hybrid ranking with the model (default {DEFAULT_TFIDF_WEIGHT}, chosen on "
+        "dev seeds: docs/quality.md); 0 ranks by the model alone.",
+    )
     return parser
+
+
+def unit_interval(text: str) -> float:
+    """An argparse ``type`` for numbers from 0 to 1."""
+    value = finite_number(text)
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"must lie between 0 and 1; got {text}")
+    return value
+
+
+def ranking_scorer(
+    args: argparse.Namespace, model, tokenizer, name: str, cache_path: str | None = None
+) -> Scorer:
+    """How ``evaluate`` and ``recommend`` rank: the model under ``--scorer``, fused with TF-IDF
+    at ``--tfidf-weight`` (the model alone at 0)."""
+    return with_tfidf(
+        encoder_scorer(args, model, tokenizer, args.scorer, name, cache_path=cache_path), args.tfidf_weight
+    )
 
 
 def encoder_scorer(

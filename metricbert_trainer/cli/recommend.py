@@ -6,14 +6,14 @@ import argparse
 
 from metricbert_trainer.cli.options import (
     catalog_options,
-    encoder_scorer,
     integer_at_least,
     load_cli_catalog,
     model_options,
     name_and_path,
+    ranking_scorer,
 )
 from metricbert_trainer.evaluation.encoding import check_cache_path
-from metricbert_trainer.evaluation.neighbours import mode_label, top_k
+from metricbert_trainer.evaluation.neighbours import mode_label
 from metricbert_trainer.evaluation.scorers import load_encoder
 from metricbert_trainer.publishing.markdown import markdown_table
 
@@ -42,10 +42,13 @@ def run(args: argparse.Namespace) -> int:
         ) from None
     name, path = name_and_path(args.model)
     model, tokenizer = load_encoder(path, device=args.device)
-    scorer = encoder_scorer(args, model, tokenizer, args.scorer, name, cache_path=args.cache)
-    neighbours = top_k(scorer.item_vectors(catalog), scorer.distance, args.top_k, queries=[item])
+    scorer = ranking_scorer(args, model, tokenizer, name, cache_path=args.cache)
+    neighbours = scorer.nearest(catalog, [item], args.top_k)
     titles, ids = catalog.display_titles, catalog.ids
-    print(f"Most similar to {titles[item]} (id {ids[item]}), by {mode_label(args.scorer)}:\n")
+    by = mode_label(args.scorer)
+    if args.tfidf_weight:
+        by += f" fused with TF-IDF (weight {args.tfidf_weight:g}; distances in standard deviations)"
+    print(f"Most similar to {titles[item]} (id {ids[item]}), by {by}:\n")
     rows = [
         (rank, ids[index], titles[index], f"{distance:.4f}")
         for rank, (index, distance) in enumerate(

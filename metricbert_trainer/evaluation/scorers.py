@@ -33,7 +33,14 @@ from metricbert_trainer.base.distances import Distance
 from metricbert_trainer.base.model_folders import check_model_folder
 from metricbert_trainer.data.catalog import Catalog
 from metricbert_trainer.evaluation.encoding import encode_catalog
-from metricbert_trainer.evaluation.neighbours import METRIC_INF, Matrix, catalog_views, distance_rows
+from metricbert_trainer.evaluation.neighbours import (
+    METRIC_INF,
+    Matrix,
+    TopK,
+    catalog_views,
+    distance_rows,
+    top_k,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -51,6 +58,17 @@ class Scorer(ABC):
         """A float ``[len(rows), N]`` array: row ``i`` holds the distances from item ``rows[i]``
         to every item, itself included (rankers ignore that entry)."""
 
+    def nearest(self, catalog: Catalog, queries: Sequence[int], k: int) -> TopK:
+        """The ``k`` nearest other items of each of ``queries``, nearest first, from their whole
+        distance rows (``VectorScorer`` searches its vectors instead)."""
+        rows = self.distance_rows(catalog, queries)
+        k = min(k, rows.shape[1] - 1)
+        if k < 1:
+            raise ValueError("Ranking needs at least two items.")
+        rows[np.arange(len(queries)), np.asarray(queries, dtype=np.int64)] = np.inf  # never its own neighbour
+        indices = np.argsort(rows, axis=1, kind="stable")[:, :k]
+        return TopK(indices=indices, distances=np.take_along_axis(rows, indices, axis=1))
+
 
 class VectorScorer(Scorer):
     """A scorer that represents each item by one vector per view and sums a distance over views.
@@ -66,6 +84,9 @@ class VectorScorer(Scorer):
 
     def distance_rows(self, catalog: Catalog, rows: Sequence[int]) -> np.ndarray:
         return distance_rows(self.item_vectors(catalog), self.distance, rows)
+
+    def nearest(self, catalog: Catalog, queries: Sequence[int], k: int) -> TopK:
+        return top_k(self.item_vectors(catalog), self.distance, k, queries=queries)
 
 
 @dataclass

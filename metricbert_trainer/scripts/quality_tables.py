@@ -8,11 +8,12 @@ has seen) and the recipe command that trains its default model. The command
 1. trains the default recipe once per training seed, into ``--models-dir`` (a model already
    there is reused, so an interrupted run goes on where it stopped);
 2. ranks each catalog view with TF-IDF per field, the zero-shot starting encoder and every
-   trained model (Metric_Inf, at the ``max_length`` the recipe chooses from the catalog), on
-   every split;
+   trained model (Metric_Inf, at the ``max_length`` the recipe chooses from the catalog), each
+   encoder also in the hybrid with TF-IDF that ``evaluate`` and ``recommend`` rank with
+   (``evaluation.hybrid``), on every split;
 3. writes one JSON line per (benchmark, view, split, model, training seed) and prints the tables:
    one per split, each model's mean and standard deviation over training seeds, and the trained
-   model's gain over its start.
+   model's gain over its start, alone and in the hybrid.
 
 The TF-IDF rows are deterministic: ``tests/scripts/test_quality_tables.py`` recomputes them and
 fails when README.md states other numbers.
@@ -38,8 +39,9 @@ from metricbert_trainer.base.modeling import load_masked_lm, resolve_model_name
 from metricbert_trainer.data.annotations import Annotations, load_annotations
 from metricbert_trainer.data.catalog import Catalog, load_catalog
 from metricbert_trainer.data.lengths import data_driven_max_length
-from metricbert_trainer.evaluation.evaluator import evaluate_vectors
-from metricbert_trainer.evaluation.scorers import EncoderScorer, TfidfScorer, VectorScorer, load_encoder
+from metricbert_trainer.evaluation.evaluator import evaluate_scorer
+from metricbert_trainer.evaluation.hybrid import DEFAULT_TFIDF_WEIGHT, with_tfidf
+from metricbert_trainer.evaluation.scorers import EncoderScorer, Scorer, TfidfScorer, load_encoder
 from metricbert_trainer.publishing.markdown import markdown_table
 
 logger = logging.getLogger(__name__)
@@ -50,6 +52,13 @@ VIEWS = ("plain", "masked")
 TFIDF = "TF-IDF (per field)"
 ZERO_SHOT = "MiniLM zero-shot"
 TRAINED = "default recipe"
+# Each encoder is also ranked as the hybrid evaluate and recommend use by default (evaluation.hybrid).
+HYBRID = f" + TF-IDF {DEFAULT_TFIDF_WEIGHT:g}"
+# Each trained model's gain over its start, encoder alone and in the hybrid: (gain row, trained, start).
+GAINS = (
+    (f"{TRAINED} - zero-shot", TRAINED, ZERO_SHOT),
+    (f"{TRAINED}{HYBRID} - zero-shot{HYBRID}", f"{TRAINED}{HYBRID}", f"{ZERO_SHOT}{HYBRID}"),
+)
 COMMAND = "python benchmarks/quality_tables.py"
 
 
@@ -130,19 +139,23 @@ def split_annotations(benchmark: Benchmark, catalog: Catalog) -> dict[str, Annot
     return {split: load_annotations(path, catalog) for split, path in benchmark.annotations.items()}
 
 
+def fused(model: str) -> str:
+    """The result rows' name of ``model`` ranked in the hybrid."""
+    return f"{model}{HYBRID}"
+
+
 def score_rows(
     benchmark: Benchmark,
     views: dict[str, Catalog],
     annotations: dict[str, Annotations],
     model: str,
-    scorer: VectorScorer,
+    scorer: Scorer,
     train_seed: int | None = None,
 ) -> Iterator[dict]:
-    """One result row per view and split: the scorer's vectors are computed once per view."""
+    """One result row per view and split."""
     for view, catalog in views.items():
-        vectors = scorer.item_vectors(catalog)
         for split, seeds_of_split in annotations.items():
-            metrics = evaluate_vectors(vectors, scorer.distance, seeds_of_split)
+            metrics = evaluate_scorer(scorer, catalog, seeds_of_split)
             yield {
                 "benchmark": benchmark.name,
                 "view": view,
@@ -164,46 +177,63 @@ def deterministic_rows(spec: QualitySpec) -> list[dict]:
     return rows
 
 
-def encoder_rows(spec: QualitySpec, benchmark: Benchmark, models_dir: Path) -> Iterator[dict]:
-    """The zero-shot start's rows, then each trained model's, all at the recipe's ``max_length``."""
-    views = catalog_views(benchmark)
-    annotations = split_annotations(benchmark, views["plain"])
+def encoder_scorers(
+    spec: QualitySpec, benchmark: Benchmark, models_dir: Path, views: dict[str, Catalog]
+) -> Iterator[tuple[str, int | None, str, EncoderScorer]]:
+    """(model, training seed, view, scorer): the zero-shot start's, then each trained model's, all at
+    the recipe's ``max_length``. Models load one at a time, as they are reached."""
     start = resolve_model_name(spec.model)
     tokenizer = AutoTokenizer.from_pretrained(start)
     plain = views["plain"]
     max_length = data_driven_max_length(tokenizer, {field: plain.texts(field) for field in plain.fields})
-    encoders = [(ZERO_SHOT, None, load_masked_lm(start), tokenizer)]
-    for seed in spec.train_seeds:
-        encoders.append(
-            (TRAINED, seed, *load_encoder(model_folder(models_dir, benchmark, seed), device="cpu"))
+    encoders = [(ZERO_SHOT, None, lambda: (load_masked_lm(start), tokenizer))]
+    encoders += [
+        (
+            TRAINED,
+            seed,
+            lambda seed=seed: load_encoder(model_folder(models_dir, benchmark, seed), device="cpu"),
         )
-    for name, seed, model, model_tokenizer in encoders:
+        for seed in spec.train_seeds
+    ]
+    for name, seed, load in encoders:
+        model, model_tokenizer = load()
         logger.info("Ranking %s with %s (training seed %s).", benchmark.name, name, seed)
-        for view, catalog in views.items():
+        for view in views:
             # The encodings are kept beside the models, keyed by a fingerprint of the weights and
             # texts: a second run (another split, the tables again) ranks without encoding.
             cache = models_dir / benchmark.name / "encodings" / f"{name}-{seed}-{view}.npz".replace(" ", "_")
             scorer = EncoderScorer(
                 model, model_tokenizer, name=name, max_length=max_length, batch_size=128, cache_path=cache
             )
-            yield from score_rows(benchmark, {view: catalog}, annotations, name, scorer, seed)
+            yield name, seed, view, scorer
+
+
+def encoder_rows(spec: QualitySpec, benchmark: Benchmark, models_dir: Path) -> Iterator[dict]:
+    """Each encoder's rows (``encoder_scorers``), alone and in the hybrid."""
+    views = catalog_views(benchmark)
+    annotations = split_annotations(benchmark, views["plain"])
+    for name, seed, view, scorer in encoder_scorers(spec, benchmark, models_dir, views):
+        catalog = {view: views[view]}
+        yield from score_rows(benchmark, catalog, annotations, name, scorer, seed)
+        yield from score_rows(benchmark, catalog, annotations, fused(name), with_tfidf(scorer), seed)
 
 
 def summarise(rows: Iterable[dict]) -> dict[tuple[str, str, str, str], dict[str, list[float]]]:
     """(benchmark, split, view, model) -> metric -> the values over training seeds (one for the
-    untrained scorers), and a ``gain`` model: each trained seed minus the zero-shot start."""
+    untrained scorers), and the ``GAINS`` rows: each trained seed minus its zero-shot start."""
     grouped: dict[tuple[str, str, str, str], dict[str, list[float]]] = {}
     for row in rows:
         key = (row["benchmark"], row["split"], row["view"], row["model"])
         entry = grouped.setdefault(key, {metric: [] for metric in METRICS})
         for metric in METRICS:
             entry[metric].append(row["metrics"][metric])
-    for (benchmark, split, view, model), entry in list(grouped.items()):
-        start = grouped.get((benchmark, split, view, ZERO_SHOT))
-        if model == TRAINED and start is not None:
-            grouped[(benchmark, split, view, f"{TRAINED} - zero-shot")] = {
-                metric: [value - start[metric][0] for value in entry[metric]] for metric in METRICS
-            }
+    for gain, trained, zero_shot in GAINS:
+        for (benchmark, split, view, model), entry in list(grouped.items()):
+            start = grouped.get((benchmark, split, view, zero_shot))
+            if model == trained and start is not None:
+                grouped[(benchmark, split, view, gain)] = {
+                    metric: [value - start[metric][0] for value in entry[metric]] for metric in METRICS
+                }
     return grouped
 
 
@@ -217,7 +247,7 @@ def table_row(key: tuple[str, str, str, str], values: dict[str, list[float]]) ->
     benchmark, _, view, model = key
     runs = len(values[METRICS[0]])
     label = model if runs == 1 else f"{model} ({runs} training seeds)"
-    signed = model.endswith("zero-shot") and model != ZERO_SHOT
+    signed = model in {gain for gain, _, _ in GAINS}
     return [benchmark, view, label, *(cell(values[metric], signed) for metric in METRICS)]
 
 
@@ -227,7 +257,7 @@ def tables(rows: Iterable[dict]) -> dict[str, str]:
     rows = list(rows)
     grouped = summarise(rows)
     benchmarks = list(dict.fromkeys(row["benchmark"] for row in rows))
-    models = [TFIDF, ZERO_SHOT, TRAINED, f"{TRAINED} - zero-shot"]
+    models = [TFIDF, ZERO_SHOT, fused(ZERO_SHOT), TRAINED, fused(TRAINED), *(gain for gain, _, _ in GAINS)]
     headers = ["benchmark", "view", "model", *(metric.upper() for metric in METRICS)]
     result = {}
     for split in SPLITS:

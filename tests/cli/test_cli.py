@@ -42,11 +42,40 @@ def test_evaluate_prints_a_table_and_writes_json(files, tiny_model_path, tmp_pat
     )
     assert code == 0
     table = capsys.readouterr().out
-    assert "| Scorer | MPR | MRR | HR@10 | HR@100 | raw MPR |" in table and "| tiny (Metric_Inf) |" in table
+    assert "| Scorer | MPR | MRR | HR@10 | HR@100 | raw MPR |" in table
+    assert "| tiny (Metric_Inf) + TF-IDF 0.2 |" in table  # the hybrid by default
     report = json.loads(output.read_text())
     assert report["num_items"] == 60 and report["num_seeds"] == 3 and report["num_pairs"] == 6
     assert report["scorer"] == "metric_inf" and set(report["metrics"]) >= {"mpr", "raw_mpr", "hr@100"}
+    assert report["tfidf_weight"] == 0.2
     assert (tmp_path / "cache.npz").is_file()
+
+
+def test_evaluate_ranks_by_the_model_alone_or_by_tfidf_alone_at_the_weights_ends(
+    files, tiny_model_path, tmp_path
+):
+    common = ["--catalog", str(files / "wines.csv"), "--annotations", str(files / "annotations.csv")]
+    common += ["--max-length", "64", "--cache", str(tmp_path / "cache.npz")]
+    metrics = {}
+    for weight in ("0", "1"):
+        output = tmp_path / f"{weight}.json"
+        command = [
+            "evaluate",
+            "--model",
+            tiny_model_path,
+            *common,
+            "--tfidf-weight",
+            weight,
+            "--output",
+            str(output),
+        ]
+        assert main(command) == 0
+        metrics[weight] = json.loads(output.read_text())["metrics"]
+    assert (
+        main(["compare", *common[:4], "--baselines", "tfidf", "--output-dir", str(tmp_path / "tfidf")]) == 0
+    )
+    tfidf = json.loads((tmp_path / "tfidf" / "results.json").read_text())["results"][0]["metrics"]
+    assert metrics["1"] == tfidf and metrics["0"] != tfidf
 
 
 def test_recommend_lists_neighbours_without_the_item(files, tiny_model_path, capsys):
@@ -67,7 +96,7 @@ def test_recommend_lists_neighbours_without_the_item(files, tiny_model_path, cap
     )
     assert code == 0
     out = capsys.readouterr().out
-    assert out.startswith("Most similar to ") and "(id 7), by Mean" in out
+    assert out.startswith("Most similar to ") and "(id 7), by Mean fused with TF-IDF (weight 0.2" in out
     rows = [line for line in out.splitlines() if line.startswith("| ") and not line.startswith("| Rank")]
     assert len(rows) == 5 and all(row.split(" | ")[1] != "7" for row in rows)
 
@@ -100,6 +129,8 @@ def test_compare_writes_table_json_and_chart(
             "96",
             "--max-length",
             "64",
+            "--tfidf-weight",
+            "0.3",
             "--output-dir",
             str(out_dir),
         ]
@@ -109,7 +140,9 @@ def test_compare_writes_table_json_and_chart(
         "TF-IDF",
         "LDA",
         "tiny (Mean)",
+        "tiny (Mean) + TF-IDF 0.3",
         "tiny (Metric_Inf)",
+        "tiny (Metric_Inf) + TF-IDF 0.3",
         "SBERT tiny (Mean)",
         "SBERT tiny (Metric_Inf)",
         "tiny (4 scores, top 5 re-ranked)",
@@ -172,6 +205,10 @@ def test_errors_are_reported_not_raised(files, tiny_model_path, tmp_path, capsys
         (
             ["evaluate", "--model", "m", "--annotations", "a", "--ks", "10", "0"],
             "argument --ks: must be at least 1; got 0",
+        ),
+        (
+            ["evaluate", "--model", "m", "--annotations", "a", "--tfidf-weight", "1.5"],
+            "argument --tfidf-weight: must lie between 0 and 1; got 1.5",
         ),
         (
             [

@@ -16,6 +16,7 @@ from metricbert_trainer.scripts.quality_tables import (
     ZERO_SHOT,
     QualitySpec,
     deterministic_rows,
+    fused,
     main,
     read_rows,
     tables,
@@ -61,34 +62,39 @@ def test_the_pages_state_the_tfidf_rows_the_command_computes_on_every_split_and_
 @pytest.mark.parametrize("page", PAGES)
 def test_the_results_file_holds_the_rows_the_pages_show(page):
     """The shipped results file renders to exactly the tables the pages quote (every model)."""
-    text = (REPO_ROOT / page).read_text(encoding="utf-8")
+    page_text = (REPO_ROOT / page).read_text(encoding="utf-8")
     rendered = tables(read_rows(REPO_ROOT / "docs" / "results" / "quality_tables.jsonl"))
     assert set(rendered) == {"dev", "test"}
-    for text in rendered.values():
-        for line in table_lines(text):
-            assert line in text, line
+    for table in rendered.values():
+        for line in table_lines(table):
+            assert line in page_text, f"{page} lacks, or states otherwise, the row {line}"
 
 
-def test_the_gain_row_is_each_trained_seed_minus_the_start():
+def test_each_gain_row_is_each_trained_seed_minus_its_own_start():
+    """Alone, the trained model is measured against the zero-shot encoder; in the hybrid, against
+    the zero-shot hybrid (not the encoder alone)."""
+    values = {
+        ZERO_SHOT: [90.0],
+        TRAINED: [91.0, 93.0],
+        fused(ZERO_SHOT): [80.0],
+        fused(TRAINED): [85.0, 87.0],
+    }
     rows = [
-        {"benchmark": "b", "view": "plain", "split": "test", "model": ZERO_SHOT, "train_seed": None, "seeds": 3,
-         "metrics": dict.fromkeys(("mpr", "mrr", "hr@10", "hr@100", "map", "ndcg@20"), 90.0)},
-    ] + [
-        {"benchmark": "b", "view": "plain", "split": "test", "model": TRAINED, "train_seed": seed, "seeds": 3,
+        {"benchmark": "b", "view": "plain", "split": "test", "model": model, "seeds": 3,
+         "train_seed": seed if model in (TRAINED, fused(TRAINED)) else None,
          "metrics": dict.fromkeys(("mpr", "mrr", "hr@10", "hr@100", "map", "ndcg@20"), value)}
-        for seed, value in ((1, 91.0), (2, 93.0))
+        for model, found in values.items() for seed, value in enumerate(found, 1)
     ]  # fmt: skip
     lines = table_lines(tables(rows)["test"])
     assert (
-        lines[1]
+        lines[2]
         == "| b | plain | default recipe (2 training seeds) | " + " | ".join(["92.00 ± 1.41"] * 6) + " |"
     )
-    assert (
-        lines[2]
-        == "| b | plain | default recipe - zero-shot (2 training seeds) | "
-        + " | ".join(["+2.00 ± 1.41"] * 6)
-        + " |"
-    )
+    gains = {line.split(" | ")[2]: line.split(" | ")[3] for line in lines[-2:]}
+    assert gains == {
+        "default recipe - zero-shot (2 training seeds)": "+2.00 ± 1.41",
+        f"{fused(TRAINED)} - zero-shot + TF-IDF 0.2 (2 training seeds)": "+6.00 ± 1.41",
+    }
 
 
 @pytest.mark.slow
@@ -139,10 +145,13 @@ def test_the_command_trains_each_seed_once_ranks_every_view_and_split_and_reuses
     assert {(row["model"], row["train_seed"]) for row in rows} == {
         (TFIDF, None),
         (ZERO_SHOT, None),
+        (fused(ZERO_SHOT), None),
         (TRAINED, 1),
         (TRAINED, 2),
+        (fused(TRAINED), 1),
+        (fused(TRAINED), 2),
     }
-    assert len(rows) == 4 * 2 * 2  # four scorers, two views, two splits
+    assert len(rows) == 7 * 2 * 2  # seven scorers, two views, two splits
     assert rows[0]["seeds"] == 3
     page = tmp_path / "page.md"
     page.write_text(f"# Before\n\n{TABLES_START}\nstale\n{TABLES_END}\n\nAfter.\n", encoding="utf-8")

@@ -1,0 +1,91 @@
+"""Hybrid ranking: an encoder's distances fused with TF-IDF's, each standardised per query.
+
+An encoder and TF-IDF are wrong in different ways. The encoder knows that "crisp" and "fresh"
+are alike but blurs rare names; TF-IDF rewards exactly the shared rare words (a grape, a
+library, a producer) and knows no synonyms. On both development benchmarks the two together
+rank better than either alone, before any training and after it (docs/quality.md, "Hybrid
+ranking"), so the hybrid is what ``metricbert evaluate`` and ``metricbert recommend`` rank with
+by default, and the baseline a trained model must beat.
+
+The scales differ (a sum of angles against a sum of cosine distances, spread differently on
+every catalog), so each scorer's row of distances is standardised on its own, over the query's
+candidates (the query itself left out), before the weighted sum. A row with no spread (TF-IDF
+for an item that shares no word with any other) standardises to zeros: it does not move the
+ranking, and the other scorer decides.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from metricbert_trainer.data.catalog import Catalog
+from metricbert_trainer.evaluation.scorers import Scorer, TfidfScorer, VectorScorer
+
+# TF-IDF's share of the fused score. Chosen on the dev seeds of both development benchmarks, in
+# both views, for the zero-shot and the trained encoder alike (benchmarks/fusion_weight.py); the
+# test seeds report it (docs/quality.md).
+DEFAULT_TFIDF_WEIGHT = 0.2
+
+
+def standardised_rows(rows: np.ndarray, queries: Sequence[int]) -> np.ndarray:
+    """Each row of ``rows`` ([Q, N] distances from ``queries[i]``) minus its mean over the other
+    items, divided by their standard deviation; a row without spread becomes zeros."""
+    rows = np.asarray(rows, dtype=np.float32)
+    queries = np.asarray(queries, dtype=np.int64)
+    candidates = np.ones(rows.shape, dtype=bool)
+    candidates[np.arange(len(queries)), queries] = False
+    count = np.maximum(candidates.sum(axis=1, keepdims=True), 1)
+    mean = np.where(candidates, rows, 0).sum(axis=1, keepdims=True, dtype=np.float64) / count
+    spread = np.sqrt(
+        np.where(candidates, (rows - mean) ** 2, 0).sum(axis=1, keepdims=True, dtype=np.float64) / count
+    )
+    scale = np.where(spread > 0, spread, np.inf)  # no spread: every candidate standardises to 0
+    return ((rows - mean) / scale).astype(np.float32)
+
+
+@dataclass
+class FusedScorer(Scorer):
+    """The weighted sum of several scorers' standardised distance rows (``standardised_rows``).
+
+    ``parts`` pairs each scorer with its weight; the weights need not sum to one, only their
+    ratios change the ranking.
+    """
+
+    parts: tuple[tuple[Scorer, float], ...]
+    name: str = "fused"
+
+    def __post_init__(self) -> None:
+        if not self.parts:
+            raise ValueError("A fused scorer needs at least one scorer.")
+        for scorer, weight in self.parts:
+            if not (np.isfinite(weight) and weight >= 0):
+                raise ValueError(f"The weight of {scorer.name} must be a finite number >= 0; got {weight}.")
+
+    def distance_rows(self, catalog: Catalog, rows: Sequence[int]) -> np.ndarray:
+        if not any(weight for _, weight in self.parts):
+            raise ValueError(f"{self.name}: every weight is 0, so nothing ranks the items.")
+        return fuse_rows(
+            [(scorer.distance_rows(catalog, rows), weight) for scorer, weight in self.parts if weight], rows
+        )
+
+
+def fuse_rows(parts: Sequence[tuple[np.ndarray, float]], queries: Sequence[int]) -> np.ndarray:
+    """The weighted sum of distance rows ``[Q, N]`` from ``queries``, each standardised first."""
+    return sum(weight * standardised_rows(rows, queries) for rows, weight in parts)
+
+
+def with_tfidf(scorer: VectorScorer, tfidf_weight: float = DEFAULT_TFIDF_WEIGHT) -> Scorer:
+    """``scorer`` fused with TF-IDF over the same views (its ``mode``), TF-IDF weighing
+    ``tfidf_weight`` and the scorer ``1 - tfidf_weight``; ``scorer`` itself when the weight is 0."""
+    if not 0 <= tfidf_weight <= 1:
+        raise ValueError(f"tfidf_weight must lie in [0, 1]; got {tfidf_weight}.")
+    if tfidf_weight == 0:
+        return scorer
+    tfidf = TfidfScorer(mode=scorer.mode)
+    return FusedScorer(
+        parts=((scorer, 1 - tfidf_weight), (tfidf, tfidf_weight)),
+        name=f"{scorer.name} + TF-IDF {tfidf_weight:g}",
+    )

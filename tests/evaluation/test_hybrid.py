@@ -1,0 +1,80 @@
+"""The hybrid ranking: standardised rows, fused scorers, and TF-IDF joined to an encoder."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from transformers import AutoTokenizer, BertModel
+
+from metricbert_trainer.data.annotations import Annotations
+from metricbert_trainer.data.catalog import load_catalog
+from metricbert_trainer.evaluation.evaluator import evaluate_scorer
+from metricbert_trainer.evaluation.hybrid import FusedScorer, standardised_rows, with_tfidf
+from metricbert_trainer.evaluation.scorers import EncoderScorer, LdaScorer, TfidfScorer
+
+
+@pytest.fixture(scope="module")
+def catalog(wines_csv):
+    return load_catalog(pd.read_csv(wines_csv, dtype=str, nrows=80))
+
+
+@pytest.fixture(scope="module")
+def encoder(tiny_model_path):
+    return EncoderScorer(
+        BertModel.from_pretrained(tiny_model_path),
+        AutoTokenizer.from_pretrained(tiny_model_path),
+        max_length=48,
+    )
+
+
+def test_each_row_is_standardised_over_its_candidates_the_query_left_out():
+    rows = np.array([[0.0, 1.0, 2.0, 3.0], [5.0, 9.0, 5.0, 5.0], [4.0, 4.0, 0.0, 4.0]], dtype=np.float32)
+    queries = [0, 1, 2]
+    z = standardised_rows(rows, queries)
+    candidates = [np.delete(row, query) for row, query in zip(z, queries, strict=True)]
+    assert np.allclose(candidates[0], [-1.2247449, 0.0, 1.2247449])  # 1, 2, 3 standardised
+    assert np.allclose(candidates[1], 0.0)  # no spread among the candidates: no say in the ranking
+    assert np.allclose(candidates[2], 0.0)
+    # The query's own entry is left out of the statistics, whatever it holds.
+    assert np.allclose(standardised_rows(np.array([[100.0, 1.0, 2.0, 3.0]]), [0])[0, 1:], candidates[0])
+
+
+def test_one_scorer_alone_ranks_as_it_does_unfused(catalog):
+    annotations = Annotations(similar={0: (5, 9), 3: (4,), 17: (30, 31, 32)}, source="hand-made")
+    tfidf = TfidfScorer()
+    alone = evaluate_scorer(tfidf, catalog, annotations)
+    assert (
+        evaluate_scorer(with_tfidf(LdaScorer(num_topics=3, max_iter=2), 1.0), catalog, annotations) == alone
+    )
+    assert with_tfidf(tfidf, 0.0) is tfidf
+
+
+def test_the_fused_rows_are_the_weighted_standardised_rows(catalog, encoder):
+    seeds = [0, 3, 17]
+    fused = with_tfidf(encoder, 0.25).distance_rows(catalog, seeds)
+    expected = 0.75 * standardised_rows(encoder.distance_rows(catalog, seeds), seeds)
+    expected += 0.25 * standardised_rows(TfidfScorer().distance_rows(catalog, seeds), seeds)
+    assert np.allclose(fused, expected, atol=1e-5)
+    # The fusion moves the ranking: neither part's order is the fused one.
+    orders = [np.argsort(rows, axis=1) for rows in (fused, encoder.distance_rows(catalog, seeds))]
+    assert not np.array_equal(*orders)
+
+
+def test_nearest_lists_the_lowest_fused_distances_without_the_item(catalog, encoder):
+    hybrid = with_tfidf(encoder)
+    neighbours = hybrid.nearest(catalog, [7], 5)
+    row = hybrid.distance_rows(catalog, [7])[0]
+    row[7] = np.inf
+    assert 7 not in neighbours.indices[0]
+    assert list(neighbours.indices[0]) == list(np.argsort(row, kind="stable")[:5])
+    assert np.all(np.diff(neighbours.distances[0]) >= 0)
+
+
+def test_weights_outside_their_range_are_refused(encoder):
+    with pytest.raises(ValueError, match=r"\[0, 1\]"):
+        with_tfidf(encoder, 1.5)
+    with pytest.raises(ValueError, match="finite number >= 0"):
+        FusedScorer(parts=((encoder, float("nan")),))
+    with pytest.raises(ValueError, match="every weight is 0"):
+        FusedScorer(parts=((encoder, 0.0),)).distance_rows(None, [0])
