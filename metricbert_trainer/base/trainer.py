@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -43,7 +44,7 @@ from metricbert_trainer.base.weight_ensembling import blend_with_start
 from metricbert_trainer.data.annotations import Annotations
 from metricbert_trainer.data.catalog import Catalog, degenerate_text_warnings
 from metricbert_trainer.data.lengths import resolve_max_length
-from metricbert_trainer.evaluation.evaluator import RankingEvaluator
+from metricbert_trainer.evaluation.evaluator import RankingEvaluator, describe_evaluator
 from metricbert_trainer.publishing.model_card import (
     CardMethod,
     ModelCardInfo,
@@ -481,7 +482,13 @@ class CatalogTrainer(Trainer):
             metrics.update(
                 super().evaluate(eval_dataset, ignore_keys=ignore_keys, metric_key_prefix=metric_key_prefix)
             )
+        # On a CPU an evaluation encodes the catalog for minutes, before the first step too
+        # (eval_on_start): it says what it does, and when it is done.
+        step = self.state.global_step
+        logger.info("Evaluation at step %d: %s.", step, describe_evaluator(self.ranking_evaluator))
+        started = time.perf_counter()
         ranking = self.ranking_evaluator(self.accelerator.unwrap_model(self.model), self.processing_class)
+        logger.info("Evaluation at step %d done in %.1f s.", step, time.perf_counter() - started)
         ranking = {f"{metric_key_prefix}_{name}": value for name, value in ranking.items()}
         metrics.update(ranking)
         self.log(ranking)

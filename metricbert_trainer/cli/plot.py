@@ -82,6 +82,7 @@ def run(args: argparse.Namespace) -> int:
         column=args.column,
         max_length=args.max_length,
         max_items=args.max_items,
+        show_progress=True,
     )
     print(f"Wrote {path}")
     return 0

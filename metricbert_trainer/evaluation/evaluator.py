@@ -105,6 +105,15 @@ class RankingEvaluator:
     def __call__(self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> dict[str, float]:
         return evaluate_scorer(self.scorer(model, tokenizer), self.catalog, self.annotations, ks=self.ks)
 
+    @property
+    def description(self) -> str:
+        """What one evaluation does, for the progress lines the trainer logs around it."""
+        views = len(catalog_views(self.catalog, self.mode))
+        return (
+            f"ranking {len(self.catalog)} items ({views} text view{'s' if views > 1 else ''}) "
+            f"from {len(self.annotations.seeds)} annotated seeds"
+        )
+
     def scorer(self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> Scorer:
         """How the model in training ranks the catalog: its embeddings under ``mode``. The trainer
         evaluates on every process at once, so in a distributed run they share the encoding."""
@@ -131,3 +140,12 @@ class SequentialEvaluator:
         for evaluator in self.evaluators:
             metrics.update(evaluator(model, tokenizer))
         return metrics
+
+    @property
+    def description(self) -> str:
+        return "; ".join(describe_evaluator(evaluator) for evaluator in self.evaluators)
+
+
+def describe_evaluator(evaluator) -> str:
+    """An evaluator's ``description``, or its type's name for a user's callable without one."""
+    return getattr(evaluator, "description", None) or type(evaluator).__name__

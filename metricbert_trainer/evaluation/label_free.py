@@ -23,6 +23,8 @@ their mean, followed agreement and picked the untrained start on both benchmarks
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -33,6 +35,8 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from metricbert_trainer.base.distances import Distance, pairwise_distance
 from metricbert_trainer.data.catalog import Catalog
 from metricbert_trainer.evaluation.encoding import encode_texts
+
+logger = logging.getLogger(__name__)
 
 # Seed of the held-out draw: fixed, so runs with different training seeds share their held-out items.
 HOLDOUT_SEED = 0
@@ -88,7 +92,14 @@ class LabelFreeEvaluator:
         if len(items) <= k:
             raise ValueError(f"Label-free selection needs more than k={k} held-out items; got {len(items)}.")
         evaluator = cls(catalog, list(items), np.empty((0, k), dtype=np.int64), k, batch_size, max_length)
+        logger.info(
+            "Label-free signals: the starting model's neighbourhoods of %d held-out items.", len(items)
+        )
+        started = time.perf_counter()
         evaluator.start_neighbours = evaluator.nearest(evaluator.field_vectors(model, tokenizer))
+        logger.info(
+            "Label-free signals: the start's neighbourhoods took %.1f s.", time.perf_counter() - started
+        )
         return evaluator
 
     def field_vectors(self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> list[torch.Tensor]:
@@ -113,6 +124,11 @@ class LabelFreeEvaluator:
         distances = sum(pairwise_distance(view, view, Distance.ANGULAR) for view in vectors)
         distances.fill_diagonal_(float("inf"))
         return torch.topk(distances, self.k, dim=1, largest=False).indices.numpy()
+
+    @property
+    def description(self) -> str:
+        """What one evaluation does, for the progress lines the trainer logs around it."""
+        return f"label-free signals on {len(self.items)} held-out items"
 
     def __call__(self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> dict[str, float]:
         vectors = self.field_vectors(model, tokenizer)

@@ -12,6 +12,7 @@ and no global figure is kept, so importing or calling this leaves a notebook's p
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -20,6 +21,8 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from metricbert_trainer.publishing.model_card import LOGGED_STATISTICS, logged_loss_terms, logged_steps
+
+logger = logging.getLogger(__name__)
 
 # The most frequent categories get these colours (tab10 without its grey); the rest are drawn
 # light grey as "other".
@@ -122,15 +125,18 @@ def plot_catalog_before_after(
     max_length: int = 128,
     max_items: int = 2000,
     seed: int = 0,
+    show_progress: bool = False,
 ) -> Path:
     """Encodes up to ``max_items`` items (a fixed random sample) with the ``before`` and
-    ``after`` ``(model, tokenizer)`` pairs and plots both projections side by side."""
+    ``after`` ``(model, tokenizer)`` pairs and plots both projections side by side; on a CPU the
+    two encodings take minutes, which ``show_progress`` draws as bars."""
     from metricbert_trainer.evaluation.encoding import encode_catalog
 
     rows = np.sort(np.random.default_rng(seed).permutation(len(catalog))[:max_items])
     sample = dataclasses.replace(catalog, dataset=catalog.dataset.select(rows), fields=catalog.fields[:2])
-    projections = {
-        title: item_vectors_for_plot(encode_catalog(model, tokenizer, sample, max_length=max_length))
-        for title, (model, tokenizer) in (("before training", before), ("after training", after))
-    }
+    projections = {}
+    for title, (model, tokenizer) in (("before training", before), ("after training", after)):
+        logger.info("Encoding %d items %s for the projection plot.", len(rows), title)
+        vectors = encode_catalog(model, tokenizer, sample, max_length=max_length, show_progress=show_progress)
+        projections[title] = item_vectors_for_plot(vectors)
     return plot_embedding_projection(projections, [labels[i] for i in rows], path, column=column)

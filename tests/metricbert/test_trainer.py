@@ -222,6 +222,38 @@ def test_ranking_metrics_drive_best_model_and_early_stopping(
     assert trainer.state.best_model_checkpoint.endswith("checkpoint-1")
 
 
+def test_every_evaluation_says_what_it_ranks_and_how_long_it_took(
+    tmp_path, tiny_model_path, tokenizer, wine_items, caplog
+):
+    """eval_on_start and the final evaluation encode the catalog before and after the loop's own
+    bar: each says what it does (items, views, seeds, held-out items) and when it is done."""
+    from metricbert_trainer.data.annotations import Annotations
+    from metricbert_trainer.evaluation.evaluator import RankingEvaluator, SequentialEvaluator
+    from metricbert_trainer.evaluation.label_free import LabelFreeEvaluator
+
+    catalog = load_catalog(wine_items)
+    annotations = Annotations({0: (1, 2, 3), 10: (11, 12)}, source="hand-made")
+    model = load_masked_lm(tiny_model_path)
+    caplog.set_level("INFO", logger="metricbert_trainer")
+    evaluator = SequentialEvaluator(
+        [
+            RankingEvaluator(catalog, annotations, max_length=32),
+            LabelFreeEvaluator.from_start(model, tokenizer, catalog, list(range(40, 64)), max_length=32),
+        ]
+    )
+    args = _config(tmp_path, max_steps=1, eval_strategy="steps", eval_steps=1, eval_on_start=True)
+    trainer = MetricBertTrainer(
+        model, args, train_dataset=wine_items, processing_class=tokenizer, ranking_evaluator=evaluator
+    )
+    trainer.train()
+    messages = [record.getMessage() for record in caplog.records]
+    assert "Label-free signals: the starting model's neighbourhoods of 24 held-out items." in messages
+    what = "ranking 64 items (2 text views) from 2 annotated seeds; label-free signals on 24 held-out items"
+    for step in (0, 1):
+        started = messages.index(f"Evaluation at step {step}: {what}.")
+        assert messages[started + 1].startswith(f"Evaluation at step {step} done in ")
+
+
 @pytest.mark.parametrize(
     ("objective", "overrides"),
     [

@@ -302,7 +302,7 @@ def test_plots_are_written_and_non_empty(published):
         assert content.startswith(b"\x89PNG") and len(content) > 10_000, name
 
 
-def test_plot_command_draws_a_checkpoint(published, tmp_path, capsys):
+def test_plot_command_draws_a_checkpoint(published, tmp_path, capsys, caplog):
     checkpoint = published.output_dir / "checkpoint-4"
     common = ["--catalog", str(WINES_CSV), "--column", "variety", "--max-items", "300"]
     assert cli_main(["plot", str(checkpoint), *common, "--output-dir", str(tmp_path)]) == 1
@@ -324,6 +324,11 @@ def test_plot_command_draws_a_checkpoint(published, tmp_path, capsys):
     )
     for name in ("loss_terms.png", "embeddings_pca.png"):
         assert (tmp_path / name).read_bytes().startswith(b"\x89PNG")
+    # Encoding two models takes minutes on a CPU: each says so, and draws its bar.
+    messages = [record.getMessage() for record in caplog.records]
+    for when in ("before", "after"):
+        assert f"Encoding 300 items {when} training for the projection plot." in messages
+    assert "Encoding: 100%" in capsys.readouterr().err
 
 
 def test_a_token_in_the_arguments_is_refused(tmp_path):
