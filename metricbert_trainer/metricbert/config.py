@@ -40,6 +40,7 @@ from metricbert_trainer.metricbert.losses.mining import Anchors, Mining, Negativ
             "guide_diagnostics",
             "guide_embedding_cache",
             "collapse_warning_spread",
+            "log_gradient_norms",
         ),
         "The guard against forgetting": (
             "distill_weight",
@@ -244,6 +245,15 @@ class MetricBertConfig(CatalogTrainerConfig):
             "help": "Raise the MLM weight linearly from 0 to mlm_weight over the first N optimizer steps."
         },
     )
+    log_gradient_norms: bool = field(
+        default=False,
+        metadata={
+            "help": "At each logging step, log the norm of each weighted loss term's gradient on the encoder "
+            "(grad_norm_mlm, grad_norm_<objective>, grad_norm_distill): how hard each term pulls, which the "
+            "terms' values do not say. One extra backward pass per term on those steps; training is unchanged. "
+            "One process, without gradient checkpointing."
+        },
+    )
     collapse_warning_spread: float = field(
         default=0.05,
         metadata={
@@ -283,6 +293,11 @@ class MetricBertConfig(CatalogTrainerConfig):
         if not self.mlm_head_warmup_learning_rate > 0:
             raise ValueError(
                 f"mlm_head_warmup_learning_rate must be > 0; got {self.mlm_head_warmup_learning_rate}."
+            )
+        if self.log_gradient_norms and self.gradient_checkpointing:
+            raise ValueError(
+                "log_gradient_norms takes each term's gradient on its own, which gradient checkpointing cannot "
+                "give: turn one of them off."
             )
         # Building the loss checks the objective's own settings (margins, scale, mining) now,
         # before any model is loaded.

@@ -11,6 +11,7 @@ from transformers import PreTrainedModel
 
 from metricbert_trainer.base.checkpoints import checkpoint_to_resume
 from metricbert_trainer.base.distributed import gather_with_grad, share_of_global_mean, world_size
+from metricbert_trainer.base.gradient_norms import term_gradient_norms
 from metricbert_trainer.base.trainer import CatalogTrainer
 from metricbert_trainer.metricbert.collator import MetricBertCollator
 from metricbert_trainer.metricbert.config import MetricBertConfig
@@ -110,6 +111,13 @@ class MetricBertTrainer(CatalogTrainer):
             self.guide = StartingModelGuide(model)
         self.metric_loss = loss if loss is not None else build_loss(args, guide=self.guide)
         super().__init__(model, args, *positional, **kwargs)
+        if self.args.log_gradient_norms and (
+            world_size() > 1 or self.is_deepspeed_enabled or self.is_fsdp_enabled
+        ):
+            raise ValueError(
+                "log_gradient_norms measures the whole gradients of one process; run it without DDP, DeepSpeed "
+                "or FSDP (a measurement run on one device says the same about the balance)."
+            )
 
     def starting_encoder_copy(self, model: PreTrainedModel) -> torch.nn.Module:
         """The guide's frozen encoder when there is a guide: it is the same copy, held once."""
@@ -146,13 +154,15 @@ class MetricBertTrainer(CatalogTrainer):
                 local = guide_vectors.view(2, -1, guide_vectors.shape[-1])
                 guide_vectors = gather_with_grad(local, dim=1)[0].flatten(0, 1)
         metric = self.metric_loss(titles, descriptions, shard=shard, guide_vectors=guide_vectors)
-        loss = args.triplet_weight * metric.loss
+        terms = {self.metric_loss.name: args.triplet_weight * metric.loss}
+        loss = terms[self.metric_loss.name]
         mlm_loss = outputs["mlm_loss"]
         if shard is not None:
             # Per masked token of every process; its mean over processes (as logged) is that mean.
             mlm_loss = share_of_global_mean(mlm_loss * outputs["mlm_tokens"], outputs["mlm_tokens"], shard)
         if args.mlm_weight > 0:
-            loss = loss + self.current_mlm_weight * mlm_loss
+            terms["mlm"] = self.current_mlm_weight * mlm_loss
+            loss = loss + terms["mlm"]
         statistics = {
             "mlm_loss": float(mlm_loss.detach()),
             f"{self.metric_loss.name}_loss": float(metric.loss.detach()),
@@ -175,12 +185,19 @@ class MetricBertTrainer(CatalogTrainer):
                 anchor_weights=anchor_weights,
                 shard=shard,
             )
-            loss = loss + args.distill_weight * distill_loss
+            terms["distill"] = args.distill_weight * distill_loss
+            loss = loss + terms["distill"]
             statistics["distill_loss"] = float(distill_loss.detach())
         if guide_vectors is not None and len(metric.anchor_index):
             statistics["guide_negative_closer_rate"] = self.guide.negative_closer_rate(
                 guide_vectors, metric.anchor_index, metric.positive_index, metric.negative_index
             )
+        if args.log_gradient_norms and model.training and self._is_logging_step():
+            encoder = [
+                p for p in self.accelerator.unwrap_model(model).base_model.parameters() if p.requires_grad
+            ]
+            norms = term_gradient_norms(terms, encoder)
+            statistics.update({f"grad_norm_{name}": norm for name, norm in norms.items()})
         self.record(statistics)
         return (loss, outputs) if return_outputs else loss
 

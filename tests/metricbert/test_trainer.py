@@ -493,3 +493,38 @@ def test_a_one_item_last_batch_adds_no_triplet(tmp_path, tiny_model_path, tokeni
     losses = _loss_history(trainer, "triplet_loss")
     assert len(losses) == 2 and losses[0] > 0 and losses[1] == 0
     assert all(torch.isfinite(parameter).all() for parameter in trainer.model.parameters())
+
+
+def test_gradient_norms_of_each_term_are_logged_and_leave_training_as_it_was(
+    tmp_path, tiny_model_path, tokenizer, wine_items
+):
+    """The norms come from extra backward passes of their own: the trained weights must be
+    bit-identical to a run without them, and every weighted term must have its norm."""
+    weights = []
+    for measured in (False, True):
+        args = _config(
+            tmp_path / str(measured),
+            max_steps=2,
+            mlm_weight=1.0,
+            mlm_probability=0.15,
+            distill_weight=1.0,
+            log_gradient_norms=measured,
+        )
+        trainer = MetricBertTrainer(
+            load_masked_lm(tiny_model_path), args, train_dataset=wine_items, processing_class=tokenizer
+        )
+        trainer.train()
+        weights.append({name: value.clone() for name, value in trainer.model.state_dict().items()})
+        logged = [entry for entry in trainer.state.log_history if "loss" in entry]
+        names = {"grad_norm_mlm", "grad_norm_triplet", "grad_norm_distill"}
+        if measured:
+            assert all(names <= set(entry) for entry in logged)
+            assert all(entry[name] > 0 for entry in logged for name in names)
+        else:
+            assert not any(names & set(entry) for entry in logged)
+    assert all(torch.equal(weights[0][name], weights[1][name]) for name in weights[0])
+
+
+def test_gradient_norms_are_refused_with_gradient_checkpointing(tmp_path):
+    with pytest.raises(ValueError, match="gradient checkpointing"):
+        _config(tmp_path, log_gradient_norms=True, activation_checkpointing=True)
