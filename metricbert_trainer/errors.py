@@ -50,7 +50,6 @@ def report_usage_errors(
 
 
 def script_name() -> str:
-    """The name of the script the user ran: the first ``.py`` of the interpreter's own command line,
-    which a script that runs another (``runpy``, as ``recipes/train_wines.py`` does) leaves as it was."""
-    scripts = [argument for argument in sys.orig_argv[1:] if argument.endswith(".py")]
-    return Path(scripts[0] if scripts else sys.argv[0]).name
+    """The name of the script the user ran (each recipe script calls its entry point itself, so
+    ``sys.argv[0]`` is it, under ``accelerate launch`` too)."""
+    return Path(sys.argv[0]).name

@@ -12,12 +12,9 @@ Files may be CSV, TSV, JSONL or Parquet; --dataset loads a Hugging Face dataset 
 local folder of data files).
 """
 
-import runpy
-import sys
 from pathlib import Path
 
-RECIPES = Path(__file__).parent
+from metricbert_trainer.scripts.train import run_recipe
 
 if __name__ == "__main__":
-    sys.argv[1:1] = ["--config", str(RECIPES / "catalog" / "minilm.yaml")]  # a --config given later wins
-    runpy.run_path(str(RECIPES / "metricbert" / "train.py"), run_name="__main__")
+    run_recipe(Path(__file__).parent / "catalog" / "minilm.yaml")

@@ -8,8 +8,10 @@
 Run from the repository root (the configs name data paths relative to it).
 """
 
-import runpy
 from pathlib import Path
 
+from metricbert_trainer.recobert import RecoBertConfig
+from metricbert_trainer.scripts.train import run_recipe
+
 if __name__ == "__main__":
-    runpy.run_path(str(Path(__file__).parent / "recobert" / "train.py"), run_name="__main__")
+    run_recipe(Path(__file__).parent / "wines" / "recobert.yaml", RecoBertConfig)

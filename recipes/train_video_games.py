@@ -10,12 +10,9 @@ The catalog is a CSV with the columns title and sections (a Python-literal list 
 repository root (the config names the annotations relative to it).
 """
 
-import runpy
-import sys
 from pathlib import Path
 
-RECIPES = Path(__file__).parent
+from metricbert_trainer.scripts.train import run_recipe
 
 if __name__ == "__main__":
-    sys.argv[1:1] = ["--config", str(RECIPES / "video_games" / "minilm.yaml")]  # a --config given later wins
-    runpy.run_path(str(RECIPES / "metricbert" / "train.py"), run_name="__main__")
+    run_recipe(Path(__file__).parent / "video_games" / "minilm.yaml")

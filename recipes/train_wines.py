@@ -8,12 +8,9 @@
 Run from the repository root (the configs name data paths relative to it).
 """
 
-import runpy
-import sys
 from pathlib import Path
 
-RECIPES = Path(__file__).parent
+from metricbert_trainer.scripts.train import run_recipe
 
 if __name__ == "__main__":
-    sys.argv[1:1] = ["--config", str(RECIPES / "wines" / "minilm.yaml")]  # a --config given later wins
-    runpy.run_path(str(RECIPES / "metricbert" / "train.py"), run_name="__main__")
+    run_recipe(Path(__file__).parent / "wines" / "minilm.yaml")

@@ -30,6 +30,7 @@ from metricbert_trainer.data.annotations import load_annotations
 from metricbert_trainer.data.catalog import Catalog, CatalogError, catalog_column, load_catalog
 from metricbert_trainer.data.lengths import resolve_max_length
 from metricbert_trainer.data.sectioned_catalog import load_sectioned_catalog
+from metricbert_trainer.errors import report_usage_errors
 from metricbert_trainer.evaluation.evaluator import SequentialEvaluator
 from metricbert_trainer.evaluation.label_free import LabelFreeEvaluator, holdout_split
 from metricbert_trainer.metricbert.config import MetricBertConfig
@@ -65,6 +66,16 @@ def main(
         (ModelArguments, DataArguments, config_class), args, default_config=default_config
     )
     return train(model_args, data_args, training_args)
+
+
+def run_recipe(
+    default_config: str | Path, config_class: type[CatalogTrainerConfig] = MetricBertConfig
+) -> TrainingRun:
+    """A recipe script's entry point: its command line over ``default_config`` (a ``--config``
+    given there wins), a mistake in it reported in one line without a traceback."""
+    return report_usage_errors(
+        lambda argv: main(argv, default_config=default_config, config_class=config_class)
+    )
 
 
 @dataclass

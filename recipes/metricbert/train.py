@@ -14,25 +14,10 @@ the repository root (the configs name data paths relative to it).
 
 from pathlib import Path
 
-from metricbert_trainer.errors import report_usage_errors
-from metricbert_trainer.metricbert import MetricBertConfig
-from metricbert_trainer.scripts.arguments import DataArguments, ModelArguments, parse_recipe_args
-from metricbert_trainer.scripts.train import TrainingRun, train
-
-DEFAULT_CONFIG = Path(__file__).resolve().parents[1] / "catalog" / "minilm.yaml"
-
-
-def main(argv: list[str] | None = None) -> TrainingRun:
-    # The recipe: the YAML config, then the command line's flags over it.
-    model_args, data_args, training_args = parse_recipe_args(
-        (ModelArguments, DataArguments, MetricBertConfig), argv, default_config=DEFAULT_CONFIG
-    )
-    # Check everything that needs no model, then load the catalog and the model, train
-    # MetricBertTrainer, rank the catalog, save the model with its card and plots, push it when
-    # asked: one run end to end (shared with the study runner).
-    return train(model_args, data_args, training_args)
-
+from metricbert_trainer.scripts.train import run_recipe
 
 if __name__ == "__main__":
-    # A mistake in the options or files is one line, `train.py: error: ...`, without a traceback.
-    report_usage_errors(main)
+    # The YAML recipe, the command line's flags over it; then preflight checks, the catalog and the
+    # model, MetricBertTrainer, the final ranking, the model with its card and plots, the Hub push
+    # when asked: one run end to end (metricbert_trainer.scripts.train, shared with the study runner).
+    run_recipe(Path(__file__).resolve().parents[1] / "catalog" / "minilm.yaml")
