@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import torch
 from transformers import TrainingArguments
 
+from metricbert_trainer.base.option_rules import Range, at_least, check_options, within
 from metricbert_trainer.base.parameter_docs import documented_parameters
 from metricbert_trainer.publishing.model_card import is_local_path
 
@@ -116,7 +118,7 @@ class CatalogTrainerConfig(TrainingArguments):
         default=True,
         metadata={
             "help": "Without a GPU, on a CPU that multiplies bf16 natively (AMX, AVX512-BF16), train under bf16 "
-            "autocast: MetricBERT trains 1.5x faster on MiniLM with unchanged rankings (benchmarks/RESULTS.md). "
+            "autocast: faster, with the same rankings (measurements: benchmarks/RESULTS.md). "
             "No effect when bf16 or fp16 is set, on GPUs, or on other CPUs."
         },
     )
@@ -153,6 +155,16 @@ class CatalogTrainerConfig(TrainingArguments):
     )
     logging_steps: float = field(default=10, metadata={"help": "Log the loss terms every X update steps."})
 
+    # The values the options above accept (base.option_rules; each subclass adds its own).
+    option_ranges: ClassVar[dict[str, Range]] = {
+        "mlm_weight": at_least(0),
+        "mlm_probability": within(0, 1, high_open=True),
+        "max_length": at_least(2),
+        "max_length_percentile": within(0, 100, low_open=True),
+        "max_length_cap": at_least(2),
+        "trained_weight_share": within(0, 1, low_open=True),
+    }
+
     def __post_init__(self) -> None:
         if self.hub_token is not None:
             raise ValueError(
@@ -170,20 +182,10 @@ class CatalogTrainerConfig(TrainingArguments):
         ):
             self.use_cpu, self.bf16 = True, True
         super().__post_init__()
-        if self.mlm_weight < 0:
-            raise ValueError(f"mlm_weight must be >= 0; got {self.mlm_weight}.")
-        if not 0.0 <= self.mlm_probability < 1.0:
-            raise ValueError(f"mlm_probability must be in [0, 1); got {self.mlm_probability}.")
+        # Every trainer config's own options: Enum values and the ranges of option_ranges.
+        check_options(self, CatalogTrainerConfig)
         if self.mlm_weight > 0 and self.mlm_probability == 0:
             raise ValueError("mlm_weight > 0 needs masked tokens: set mlm_probability > 0, or mlm_weight: 0.")
-        if self.max_length is not None and self.max_length < 2:
-            raise ValueError(f"max_length must be at least 2; got {self.max_length}.")
-        if not 0 < self.max_length_percentile <= 100:
-            raise ValueError(f"max_length_percentile must be in (0, 100]; got {self.max_length_percentile}.")
-        if self.max_length_cap < 2:
-            raise ValueError(f"max_length_cap must be at least 2; got {self.max_length_cap}.")
-        if not 0.0 < self.trained_weight_share <= 1.0:
-            raise ValueError(f"trained_weight_share must be in (0, 1]; got {self.trained_weight_share}.")
         if self.nonfinite_loss not in NONFINITE_LOSS_ACTIONS:
             raise ValueError(
                 f"Unknown nonfinite_loss {self.nonfinite_loss!r}; valid choices: {', '.join(NONFINITE_LOSS_ACTIONS)}."
@@ -208,11 +210,3 @@ class CatalogTrainerConfig(TrainingArguments):
 
     def __getstate__(self) -> dict:
         return redact_local_paths(dict(self.__dict__))
-
-
-def checked_choice(enum_type, value, name: str):
-    try:
-        return enum_type(value.value if isinstance(value, enum_type) else value)
-    except ValueError:
-        valid = ", ".join(member.value for member in enum_type)
-        raise ValueError(f"Unknown {name} {value!r}; valid choices: {valid}.") from None

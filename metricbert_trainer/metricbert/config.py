@@ -7,9 +7,11 @@ are checked when the configuration is built, so a typo fails before any model is
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import ClassVar
 
-from metricbert_trainer.base.config import CatalogTrainerConfig, checked_choice
+from metricbert_trainer.base.config import CatalogTrainerConfig
 from metricbert_trainer.base.distances import Distance
+from metricbert_trainer.base.option_rules import Range, above, at_least, within
 from metricbert_trainer.base.parameter_docs import documented_parameters
 from metricbert_trainer.metricbert.forward import PoolingInput
 from metricbert_trainer.metricbert.losses import Objective, build_loss
@@ -133,11 +135,10 @@ class MetricBertConfig(CatalogTrainerConfig):
         default=1,
         metadata={
             "help": "Encode each field of a batch in this many groups of texts of similar token length, each "
-            "padded to its own longest text instead of the field's: the padding the encoder works through "
-            "shrinks (a third of a wine batch's tokens, nearly half of a Debian one's, at batch 32) while the "
-            "mining batch stays whole and every vector stays the whole-batch one up to rounding. The MiniLM "
-            "recipes use 4: on a CPU without native bf16 (fp32) the step runs at 1.22x, under bf16 on AMX level; "
-            "on a GPU small groups can leave it idle, so the large-model recipes keep 1 (benchmarks/RESULTS.md)."
+            "padded to its own longest text instead of the field's: the encoder works through less padding while "
+            "the mining batch stays whole and every vector stays the whole-batch one up to rounding. The MiniLM "
+            "recipes use 4, which speeds a CPU step up; on a GPU small groups can leave it idle, so the "
+            "large-model recipes keep 1 (measurements: benchmarks/RESULTS.md)."
         },
     )
     false_negative_filter: bool = field(
@@ -223,9 +224,8 @@ class MetricBertConfig(CatalogTrainerConfig):
         metadata={
             "help": "With distill_weighting guide_confidence, each anchor's weight is the guide's confidence raised "
             "to this power. Default 2: the anchors the starting model matches surely keep nearly their whole "
-            "weight (mean 0.92 against 0.95 on Debian packages) while the doubtful ones, where the positive is "
-            "merely likely, lose most of theirs (0.014 against 0.029 on wines); it lifted every wine metric on "
-            "three seeds at the same Debian results (docs/quality.md). 1: the plain probability."
+            "weight while the doubtful ones, where the positive is merely likely, lose most of theirs; 1: the "
+            "plain probability (the study that chose it: docs/quality.md)."
         },
     )
     mlm_head_warmup_steps: int = field(
@@ -261,38 +261,24 @@ class MetricBertConfig(CatalogTrainerConfig):
         },
     )
 
+    option_ranges: ClassVar[dict[str, Range]] = {
+        "length_groups": at_least(1),
+        "margin": at_least(0),
+        "triplet_weight": at_least(0),
+        "distill_weight": at_least(0),
+        "false_negative_margin": within(0, 1, high_open=True),
+        "distill_confidence_power": above(0),
+        "distill_temperature": above(0),
+        "mlm_head_warmup_steps": at_least(0),
+        "mlm_weight_ramp_steps": at_least(0),
+        "mlm_head_warmup_learning_rate": above(0),
+    }
+
     def __post_init__(self) -> None:
         super().__post_init__()
-        self.objective = checked_choice(Objective, self.objective, "objective")
-        self.distance = checked_choice(Distance, self.distance, "distance")
-        self.mining = checked_choice(Mining, self.mining, "mining")
-        self.anchors = checked_choice(Anchors, self.anchors, "anchors")
-        self.negative_pool = checked_choice(NegativePool, self.negative_pool, "negative_pool")
-        self.pooling_input = checked_choice(PoolingInput, self.pooling_input, "pooling_input")
-        self.distill_weighting = checked_choice(DistillWeighting, self.distill_weighting, "distill_weighting")
-        if self.length_groups < 1:
-            raise ValueError(f"length_groups must be >= 1; got {self.length_groups}.")
-        if self.margin < 0:
-            raise ValueError(f"margin must be >= 0; got {self.margin}.")
-        if self.triplet_weight < 0:
-            raise ValueError(f"triplet_weight must be >= 0; got {self.triplet_weight}.")
-        if self.distill_weight < 0:
-            raise ValueError(f"distill_weight must be >= 0; got {self.distill_weight}.")
-        if not 0 <= self.false_negative_margin < 1:
-            raise ValueError(f"false_negative_margin must be in [0, 1); got {self.false_negative_margin}.")
-        if self.distill_confidence_power <= 0:
-            raise ValueError(f"distill_confidence_power must be > 0; got {self.distill_confidence_power}.")
-        if self.distill_temperature <= 0:
-            raise ValueError(f"distill_temperature must be > 0; got {self.distill_temperature}.")
-        if self.mlm_head_warmup_steps < 0 or self.mlm_weight_ramp_steps < 0:
-            raise ValueError("mlm_head_warmup_steps and mlm_weight_ramp_steps must be >= 0.")
         if self.mlm_head_warmup_steps and self.mlm_weight == 0:
             raise ValueError(
                 "mlm_head_warmup_steps warms the head up for the MLM term: set mlm_weight > 0 too."
-            )
-        if not self.mlm_head_warmup_learning_rate > 0:
-            raise ValueError(
-                f"mlm_head_warmup_learning_rate must be > 0; got {self.mlm_head_warmup_learning_rate}."
             )
         if self.log_gradient_norms and self.gradient_checkpointing:
             raise ValueError(

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import ClassVar
 
-from metricbert_trainer.base.config import CatalogTrainerConfig, checked_choice
+from metricbert_trainer.base.config import CatalogTrainerConfig
+from metricbert_trainer.base.option_rules import Range, at_least
 from metricbert_trainer.base.parameter_docs import documented_parameters
 from metricbert_trainer.metricbert.losses import InBatchLoss, Objective
 from metricbert_trainer.metricbert.losses.mining import Mining
@@ -53,12 +55,10 @@ class NerConfig(CatalogTrainerConfig):
         },
     )
 
+    option_ranges: ClassVar[dict[str, Range]] = {"metric_weight": at_least(0)}
+
     def __post_init__(self) -> None:
         super().__post_init__()
-        self.objective = checked_choice(Objective, self.objective, "objective")
-        self.mining = checked_choice(Mining, self.mining, "mining")
-        if self.metric_weight < 0:
-            raise ValueError(f"metric_weight must be >= 0; got {self.metric_weight}.")
         # Building the loss checks the combination (mnrl only mines hard) before any model loads.
         self.metric_loss()
 

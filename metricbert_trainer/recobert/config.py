@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from metricbert_trainer.base.config import CatalogTrainerConfig
+from metricbert_trainer.base.option_rules import Range, at_least, within
 from metricbert_trainer.base.parameter_docs import documented_parameters
 
 # lambda_1..lambda_4 of the four inference scores, in this order.
@@ -75,20 +77,20 @@ class RecoBertConfig(CatalogTrainerConfig):
         },
     )
 
+    option_ranges: ClassVar[dict[str, Range]] = {
+        "tdm_weight": at_least(0),
+        "negative_probability": within(0, 1),
+        "rerank_top_k": at_least(0),
+    }
+
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.tdm_weight < 0:
-            raise ValueError(f"tdm_weight must be >= 0; got {self.tdm_weight}.")
-        if not 0.0 <= self.negative_probability <= 1.0:
-            raise ValueError(f"negative_probability must be in [0, 1]; got {self.negative_probability}.")
         self.inference_weights = [float(weight) for weight in self.inference_weights]
         if len(self.inference_weights) != len(SCORE_NAMES):
             raise ValueError(
                 f"inference_weights needs {len(SCORE_NAMES)} values ({', '.join(SCORE_NAMES)}); "
                 f"got {self.inference_weights}."
             )
-        if self.rerank_top_k < 0:
-            raise ValueError(f"rerank_top_k must be >= 0 (0: no re-ranking); got {self.rerank_top_k}.")
 
     def loss_weights(self) -> dict[str, float]:
         return {"tdm_weight": self.tdm_weight, **super().loss_weights()}

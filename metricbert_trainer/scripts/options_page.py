@@ -12,8 +12,11 @@ the committed page differs from what this module renders:
 from __future__ import annotations
 
 import dataclasses
+import typing
+from enum import Enum
 
 from metricbert_trainer.base.config import CatalogTrainerConfig
+from metricbert_trainer.base.option_rules import option_range
 from metricbert_trainer.base.parameter_docs import default_value, grouped_fields, help_text
 from metricbert_trainer.metricbert.config import MetricBertConfig
 from metricbert_trainer.ner.config import NerConfig
@@ -32,6 +35,15 @@ GROUPS = (
     ("Multi-task NER: the tagged titles", NerDataArguments),
     ("Multi-task NER: the loss", NerConfig),
 )
+
+
+def _accepts_text(config: type, option: dataclasses.Field) -> str:
+    """The values ``option`` accepts, as ``base.option_rules`` checks them ("" where any value of its type goes)."""
+    kind = typing.get_type_hints(config).get(option.name)
+    if isinstance(kind, type) and issubclass(kind, Enum):
+        return ", ".join(f"`{member.value}`" for member in kind)
+    bounds = option_range(config, option.name)
+    return "" if bounds is None else f"`{bounds}`"
 
 
 def _default_text(option: dataclasses.Field) -> str:
@@ -58,9 +70,12 @@ def options_page() -> str:
         sections += ["", f"## {heading} (`{config.__name__}`)"]
         groups = grouped_fields(config)
         for group, fields in groups:
-            rows = [[f"`{option.name}`", _default_text(option), help_text(option)] for option in fields]
+            rows = [
+                [f"`{option.name}`", _default_text(option), _accepts_text(config, option), help_text(option)]
+                for option in fields
+            ]
             subheading = [f"### {group}", ""] if len(groups) > 1 else []
-            sections += ["", *subheading, markdown_table(["option", "default", "meaning"], rows)]
+            sections += ["", *subheading, markdown_table(["option", "default", "accepts", "meaning"], rows)]
     return "\n".join(sections) + "\n"
 
 

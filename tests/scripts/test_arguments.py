@@ -55,7 +55,7 @@ def test_unknown_yaml_key_suggests_the_right_one(tmp_path):
         ("--mlm_probability", "1.5", r"mlm_probability must be in \[0, 1\)"),
         ("--mlm_probability", "-0.1", r"mlm_probability must be in \[0, 1\)"),
         ("--mlm_weight", "-1", "mlm_weight must be >= 0"),
-        ("--max_length", "1", "max_length must be at least 2"),
+        ("--max_length", "1", "max_length must be >= 2"),
     ],
 )
 def test_invalid_values_rejected_at_parse_time(flag, value, message):
