@@ -39,7 +39,7 @@ from metricbert_trainer.base.modeling import load_masked_lm, resolve_model_name
 from metricbert_trainer.data.annotations import Annotations, load_annotations
 from metricbert_trainer.data.catalog import Catalog, load_catalog
 from metricbert_trainer.data.lengths import data_driven_max_length
-from metricbert_trainer.evaluation.evaluator import evaluate_scorer
+from metricbert_trainer.evaluation.evaluator import evaluate_distance_rows
 from metricbert_trainer.evaluation.hybrid import DEFAULT_TFIDF_WEIGHT, with_tfidf
 from metricbert_trainer.evaluation.scorers import EncoderScorer, Scorer, TfidfScorer, load_encoder
 from metricbert_trainer.publishing.markdown import markdown_table
@@ -152,10 +152,15 @@ def score_rows(
     scorer: Scorer,
     train_seed: int | None = None,
 ) -> Iterator[dict]:
-    """One result row per view and split."""
+    """One result row per view and split. Each view is ranked once, from the seeds of every split
+    together (a row depends on its own seed alone), so the scorer fits or encodes once per view."""
+    seeds = sorted(set().union(*(split.seeds for split in annotations.values())))
+    position = {seed: row for row, seed in enumerate(seeds)}
     for view, catalog in views.items():
+        distances = scorer.distance_rows(catalog, seeds)
         for split, seeds_of_split in annotations.items():
-            metrics = evaluate_scorer(scorer, catalog, seeds_of_split)
+            rows = distances[[position[seed] for seed in seeds_of_split.seeds]]
+            metrics = evaluate_distance_rows(rows, seeds_of_split)
             yield {
                 "benchmark": benchmark.name,
                 "view": view,
