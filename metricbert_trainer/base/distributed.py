@@ -19,10 +19,28 @@ The arithmetic that makes ``P`` processes train exactly like one process on the 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
+
+
+@contextmanager
+def process_group_closed_at_exit() -> Iterator[None]:
+    """Destroys the default process group, if this process joined one, when the block ends.
+
+    A launched process that leaves its gloo process group alive can abort at interpreter exit
+    (``terminate called without an active exception``, SIGABRT) while gloo's worker threads are torn
+    down; the launcher then kills the other ranks and reports a finished run as failed. Only a
+    process's entry point may close it: the studies run several trainings in one process group.
+    """
+    try:
+        yield
+    finally:
+        if dist.is_available() and dist.is_initialized():
+            dist.destroy_process_group()
 
 
 def world_size() -> int:

@@ -11,9 +11,11 @@ from pathlib import Path
 
 from transformers import AutoTokenizer, set_seed
 
+from metricbert_trainer.base.distributed import process_group_closed_at_exit
 from metricbert_trainer.base.modeling import resolve_model_name
 from metricbert_trainer.base.parameter_docs import documented_parameters
 from metricbert_trainer.data.lengths import resolve_max_length
+from metricbert_trainer.errors import report_usage_errors
 from metricbert_trainer.ner.config import NerConfig
 from metricbert_trainer.ner.dataset import load_tagged_catalog
 from metricbert_trainer.ner.evaluator import TaggingEvaluator
@@ -95,6 +97,12 @@ def main(args: Sequence[str] | None = None, default_config: str | Path | None = 
         (ModelArguments, NerDataArguments, NerConfig), args, default_config=default_config
     )
     return train_ner(model_args, data_args, training_args)
+
+
+def run_ner_recipe(default_config: str | Path) -> TrainingRun:
+    """The NER recipe script's entry point, as ``scripts.train.run_recipe`` is the others'."""
+    with process_group_closed_at_exit():
+        return report_usage_errors(lambda argv: main(argv, default_config=default_config))
 
 
 def train_ner(

@@ -18,6 +18,7 @@ import transformers
 from transformers import AutoTokenizer, set_seed
 
 from metricbert_trainer.base.config import CatalogTrainerConfig
+from metricbert_trainer.base.distributed import process_group_closed_at_exit
 from metricbert_trainer.base.modeling import (
     is_partitioned,
     load_masked_lm,
@@ -72,10 +73,12 @@ def run_recipe(
     default_config: str | Path, config_class: type[CatalogTrainerConfig] = MetricBertConfig
 ) -> TrainingRun:
     """A recipe script's entry point: its command line over ``default_config`` (a ``--config``
-    given there wins), a mistake in it reported in one line without a traceback."""
-    return report_usage_errors(
-        lambda argv: main(argv, default_config=default_config, config_class=config_class)
-    )
+    given there wins), a mistake in it reported in one line without a traceback, the launch's
+    process group closed before the process exits."""
+    with process_group_closed_at_exit():
+        return report_usage_errors(
+            lambda argv: main(argv, default_config=default_config, config_class=config_class)
+        )
 
 
 @dataclass
