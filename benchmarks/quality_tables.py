@@ -7,7 +7,7 @@ docs/results/quality_tables.jsonl and prints the tables.
     python benchmarks/quality_tables.py --tfidf-only     # the deterministic rows, in seconds
     python benchmarks/quality_tables.py --report         # the tables of the results file
 
-On a 2-core CPU without native bf16 a wine training takes about 10 minutes and a Debian one
+On a 2-core CPU that trains in fp32 (no AMX) a wine training takes about 10 minutes and a Debian one
 about 20; trained models are kept in outputs/quality and reused.
 """
 

@@ -12,7 +12,9 @@ turns round after round so that a machine that slows down mid-run slows all of t
 after ``--warmup`` steps per round) for this package's trainer in its recipe configurations and
 for ``SentenceTransformerTrainer`` with MultipleNegativesRankingLoss (anchor = title, positive =
 description) and with TripletLoss (a random other item's description as the negative); the ratio
-of each row to the MNRL row.
+of each row to the MNRL row of the same precision, read from the trainer's arguments (the rows
+labelled bf16 run under bf16 autocast on any CPU with bf16 instructions, AMX or AVX512-BF16; on
+other CPUs they are left out).
 
 ``encode``: texts per second of ``encoding.encode_texts`` against ``SentenceTransformer.encode``
 on the same titles and descriptions, batch 32; the median of ``--rounds``; the ratio.
@@ -44,13 +46,19 @@ from metricbert_trainer.scripts.arguments import DataArguments, ModelArguments, 
 
 CATALOG = "data/wines/winemag-sample-5811.csv"
 MNRL = "sentence-transformers: MultipleNegativesRankingLoss"
+MNRL_BF16 = "sentence-transformers: MultipleNegativesRankingLoss, bf16 autocast"
+# Every row's ratio is to the MNRL row of its own precision (both always run).
+BASELINES = (MNRL, MNRL_BF16)
 BATCH_SIZE = 32
 MAX_LENGTH = 128
 NO_MLM = [
     "--mlm_weight", "0", "--mlm_probability", "0", "--mlm_head_warmup_steps", "0",
     "--mlm_weight_ramp_steps", "0", "--pooling_input", "masked",
 ]  # fmt: skip
-FP32 = ["--cpu_bf16", "false", "--length_groups", "4"]  # as on a CPU without native bf16 (AVX2 only)
+FP32 = ["--cpu_bf16", "false", "--length_groups", "4"]  # as on a CPU without AMX
+# The rows labelled bf16 run under bf16 autocast on any CPU with bf16 instructions, whether or not
+# cpu_bf16 would choose it there (it does on AMX only), so that both precisions can be compared.
+BF16 = ["--bf16", "true", "--use_cpu", "true"]
 # The recipes' previous default: the MLM pass for L_MLM, a second pass over the original text for the vectors.
 UNMASKED_POOLING = ["--pooling_input", "unmasked"]
 NO_CACHE = ["--guide_embedding_cache", "false"]  # the guide runs its forward every step
@@ -111,7 +119,8 @@ OURS = [
         + ONE_BATCH
         + ["--false_negative_filter", "false", "--guide_diagnostics", "false", "--distill_weight", "0"],
     ),
-    ("ours: paper objective (MLM + triplet)", "recipes/wines/paper.yaml", []),
+    ("ours: default recipe without MLM (bf16)", "recipes/wines/minilm.yaml", NO_MLM),
+    ("ours: paper objective (MLM + triplet; bf16)", "recipes/wines/paper.yaml", []),
     ("ours: paper objective, fp32, one padded batch per field", "recipes/wines/paper.yaml", FP32 + ONE_BATCH),
     ("ours: paper objective, fp32, 4 length groups", "recipes/wines/paper.yaml", FP32),
 ]
@@ -197,21 +206,23 @@ def run_training(arguments: argparse.Namespace) -> None:
     catalog = load_catalog(CATALOG)
     items = catalog.dataset.shuffle(seed=0).select(range(BATCH_SIZE * (arguments.warmup + arguments.steps)))
     configurations: list[tuple[str, Callable]] = [
-        (label, lambda out, timer, c=config, o=overrides: our_trainer(c, o, items, total, out, timer))
+        (
+            label,
+            lambda out, timer, c=config, o=overrides + (BF16 if "bf16" in label else []): our_trainer(
+                c, o, items, total, out, timer
+            ),
+        )
         for label, config, overrides in OURS
     ]
     total = arguments.warmup + arguments.steps
     configurations += [
-        (
-            "sentence-transformers: MultipleNegativesRankingLoss",
-            lambda out, timer: sentence_transformers_trainer("mnrl", items, total, out, timer),
-        ),
+        (MNRL, lambda out, timer: sentence_transformers_trainer("mnrl", items, total, out, timer)),
         (
             "sentence-transformers: TripletLoss",
             lambda out, timer: sentence_transformers_trainer("triplet", items, total, out, timer),
         ),
         (
-            "sentence-transformers: MultipleNegativesRankingLoss, bf16 autocast",
+            MNRL_BF16,
             lambda out, timer: sentence_transformers_trainer("mnrl", items, total, out, timer, bf16=True),
         ),
     ]
@@ -219,26 +230,26 @@ def run_training(arguments: argparse.Namespace) -> None:
         configurations = [
             (label, build)
             for label, build in configurations
-            if label == MNRL or any(part in label for part in arguments.only)
+            if label in BASELINES or any(part in label for part in arguments.only)
         ]
-    if arguments.avx2_kernels:
-        # Such a CPU trains in fp32 (cpu_bf16 needs native bf16): the bf16 rows would time what none runs.
-        configurations = [
-            (label, build) for label, build in configurations if label == MNRL or "fp32" in label
-        ]
+    if arguments.avx2_kernels or not {"amx_bf16", "avx512_bf16"} & cpu_flags():
+        # Without bf16 instructions autocast emulates bf16: the rows would time what nobody runs.
+        configurations = [(label, build) for label, build in configurations if "bf16" not in label]
     if arguments.skip:
         configurations = [
             (label, build)
             for label, build in configurations
-            if label == MNRL or not any(part in label for part in arguments.skip)
+            if label in BASELINES or not any(part in label for part in arguments.skip)
         ]
     measured: dict[str, list[float]] = {label: [] for label, _ in configurations}
     cache_seconds: dict[str, list[float]] = {label: [] for label, _ in configurations}
+    precision: dict[str, str] = {}
     for round_index in range(arguments.rounds):
         for label, build in configurations:
             timer = StepTimer()
             with tempfile.TemporaryDirectory() as output_dir:
                 trainer = build(output_dir, timer)
+                precision[label] = "bf16" if trainer.args.bf16 else "fp32"
                 spent = time_guide_cache(trainer)
                 trainer.train()
             measured[label] += timer.durations[arguments.warmup :]
@@ -254,7 +265,7 @@ def run_training(arguments: argparse.Namespace) -> None:
         label: 1 / (1 / rates[label] + statistics.median(cache_seconds[label]) / len(items))
         for label in rates
     }
-    baseline = rates["sentence-transformers: MultipleNegativesRankingLoss"]
+    baseline = {precision[label]: rates[label] for label in BASELINES if label in rates}
     print(
         header(
             arguments,
@@ -262,12 +273,14 @@ def run_training(arguments: argparse.Namespace) -> None:
         )
     )
     print(
-        "| trainer | items/s (median step) | ratio to ST MNRL | items/s over one epoch, guide cache included | ratio |\n"
-        "|---|---:|---:|---:|---:|"
+        "| trainer | precision (measured) | items/s (median step) | ratio to ST MNRL at the same precision "
+        "| items/s over one epoch, guide cache included | ratio |\n|---|---|---:|---:|---:|---:|"
     )
     for label, rate in rates.items():
+        same = baseline[precision[label]]
         print(
-            f"| {label} | {rate:.2f} | {rate / baseline:.2f} | {epoch_rates[label]:.2f} | {epoch_rates[label] / baseline:.2f} |"
+            f"| {label} | {precision[label]} | {rate:.2f} | {rate / same:.2f} | {epoch_rates[label]:.2f} "
+            f"| {epoch_rates[label] / same:.2f} |"
         )
 
 
@@ -323,6 +336,16 @@ def run_encoding(arguments: argparse.Namespace) -> None:
     print("| encoder | texts/s | ratio to ST |\n|---|---:|---:|")
     for label, rate in rates.items():
         print(f"| {label} | {rate:.1f} | {rate / baseline:.2f} |")
+
+
+def cpu_flags() -> set[str]:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as handle:
+            return set(
+                next((line.split(":", 1)[1].split() for line in handle if line.startswith("flags")), [])
+            )
+    except OSError:
+        return set()
 
 
 def cpu_name() -> str:

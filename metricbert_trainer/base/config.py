@@ -18,15 +18,22 @@ from metricbert_trainer.base.parameter_docs import documented_parameters
 from metricbert_trainer.publishing.model_card import is_local_path
 
 
-def cpu_has_native_bf16() -> bool:
-    """Whether this CPU multiplies bf16 matrices in hardware (AMX or AVX512-BF16), read from
-    /proc/cpuinfo; False where that file does not exist."""
+def cpu_trains_faster_in_bf16() -> bool:
+    """Whether bf16 autocast speeds training up on this CPU (``bf16_pays_on`` its /proc/cpuinfo
+    flags); False where that file does not exist."""
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as handle:
             flags = next((line.split(":", 1)[1].split() for line in handle if line.startswith("flags")), [])
     except OSError:
         return False
-    return "amx_bf16" in flags or "avx512_bf16" in flags
+    return bf16_pays_on(set(flags))
+
+
+def bf16_pays_on(cpu_flags: set[str]) -> bool:
+    """AMX's bf16 tiles make a training step faster under bf16 autocast (1.39x fp32 on a 2-core
+    Xeon); AVX512-BF16 alone does not: on a Xeon with it and no AMX the step ran at 0.75x of fp32,
+    sentence-transformers' at 0.79x (benchmarks/RESULTS.md, "bf16 without AMX")."""
+    return "amx_bf16" in cpu_flags
 
 
 def launched_without_accelerator() -> bool:
@@ -117,9 +124,10 @@ class CatalogTrainerConfig(TrainingArguments):
     cpu_bf16: bool = field(
         default=True,
         metadata={
-            "help": "Without a GPU, on a CPU that multiplies bf16 natively (AMX, AVX512-BF16), train under bf16 "
-            "autocast: faster, with the same rankings (measurements: benchmarks/RESULTS.md). "
-            "No effect when bf16 or fp16 is set, on GPUs, or on other CPUs."
+            "help": "Without a GPU, on a CPU with AMX (bf16 matrix tiles), train under bf16 autocast: faster, with "
+            "the same rankings (measurements: benchmarks/RESULTS.md). No effect when bf16 or fp16 is set, on GPUs, "
+            "or on other CPUs, AVX512-BF16 without AMX included, where bf16 is slower than fp32 (set bf16 to force "
+            "it)."
         },
     )
     nonfinite_loss: str = field(
@@ -178,7 +186,7 @@ class CatalogTrainerConfig(TrainingArguments):
             self.cpu_bf16
             and not (self.bf16 or self.fp16)
             and not torch.accelerator.is_available()
-            and cpu_has_native_bf16()
+            and cpu_trains_faster_in_bf16()
         ):
             self.use_cpu, self.bf16 = True, True
         super().__post_init__()

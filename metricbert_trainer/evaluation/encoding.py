@@ -14,7 +14,7 @@ import contextlib
 import hashlib
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -88,29 +88,38 @@ def encode_texts(
 
 def _encode_rows(model, tokenizer, texts, rows, batch_size, max_length, show_progress) -> np.ndarray:
     """The embeddings of ``texts[rows]``, in the order of ``rows``, in batches of consecutive rows."""
-    device = next(model.parameters()).device
     vectors = np.empty((len(rows), model.config.hidden_size), dtype=np.float32)
+    with inference_session(model) as device:
+        for start in tqdm(
+            range(0, len(rows), batch_size), desc="Encoding", unit="batch", disable=not show_progress
+        ):
+            batch = tokenizer(
+                [texts[i] for i in rows[start : start + batch_size]],
+                padding=True,
+                truncation=True,
+                max_length=max_length,
+                return_tensors="pt",
+            ).to(device)
+            hidden = model.base_model(**batch).last_hidden_state
+            vectors[start : start + batch_size] = (
+                mean_pool(hidden.float(), batch["attention_mask"]).cpu().numpy()
+            )
+    return vectors
+
+
+@contextlib.contextmanager
+def inference_session(model: PreTrainedModel, precision: str = "auto") -> Iterator[torch.device]:
+    """Every inference pass of the package runs in this: the model in eval mode (dropout off),
+    ``torch.inference_mode`` and ``inference_autocast``; it yields the model's device and gives the
+    model its train/eval mode back afterwards, so a trainer can evaluate between steps."""
+    device = next(model.parameters()).device
     was_training = model.training
     model.eval()
     try:
-        with torch.inference_mode(), inference_autocast(device):
-            for start in tqdm(
-                range(0, len(rows), batch_size), desc="Encoding", unit="batch", disable=not show_progress
-            ):
-                batch = tokenizer(
-                    [texts[i] for i in rows[start : start + batch_size]],
-                    padding=True,
-                    truncation=True,
-                    max_length=max_length,
-                    return_tensors="pt",
-                ).to(device)
-                hidden = model.base_model(**batch).last_hidden_state
-                vectors[start : start + batch_size] = (
-                    mean_pool(hidden.float(), batch["attention_mask"]).cpu().numpy()
-                )
+        with torch.inference_mode(), inference_autocast(device, precision):
+            yield device
     finally:
         model.train(was_training)
-    return vectors
 
 
 def encode_catalog(
@@ -277,8 +286,9 @@ def _write_cache(path: Path, fingerprint: str, embeddings: dict[str, np.ndarray]
 
 
 # Inference precisions: "auto" is bf16 (fp16 where unsupported) on CUDA and fp32 elsewhere; "bf16"
-# also autocasts on CPU, which CPUs with AMX or AVX512-BF16 run about twice as fast (scores move by
-# about 1e-3, see docs/recobert.md); "fp32" never autocasts.
+# also autocasts on CPU, which CPUs with AMX run about twice as fast (scores move by about 1e-3, see
+# docs/recobert.md; without AMX a training step ran slower under bf16 than in fp32, RESULTS.md's
+# "bf16 without AMX"); "fp32" never autocasts.
 PRECISIONS = ("auto", "bf16", "fp32")
 
 

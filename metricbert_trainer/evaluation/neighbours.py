@@ -96,6 +96,7 @@ def top_k(
     backend: str = "exact",
     faiss_index: str = "Flat",
     faiss_candidates: int | None = None,
+    faiss_parameters: str = "",
 ) -> TopK:
     """The ``k`` nearest other items of every query item (all items by default).
 
@@ -112,6 +113,9 @@ def top_k(
         faiss_index: a ``faiss.index_factory`` string, e.g. ``"Flat"`` (exact) or ``"HNSW32"``.
         faiss_candidates: candidates per query for the ``"faiss"`` backend; by default ``k`` when
             the index's order is exact and ``4 * k`` otherwise.
+        faiss_parameters: search settings of an approximate index, as ``faiss.ParameterSpace``
+            reads them: ``"nprobe=32"`` for IVF (FAISS's default, 1 list, misses most neighbours),
+            ``"efSearch=256"`` for HNSW. Recall and time of each: ``benchmarks/million_items.py``.
     """
     distance = Distance(distance)
     views = _prepare(vectors, distance)
@@ -128,7 +132,7 @@ def top_k(
     if backend == "exact":
         return _exact_top_k(views, distance, k, queries)
     if backend == "faiss":
-        return _faiss_top_k(views, distance, k, queries, faiss_index, faiss_candidates)
+        return _faiss_top_k(views, distance, k, queries, faiss_index, faiss_candidates, faiss_parameters)
     raise ValueError(f"Unknown ranking backend {backend!r}; use 'exact' or 'faiss'.")
 
 
@@ -264,7 +268,13 @@ def _exact_top_k(views: list, distance: Distance, k: int, queries: np.ndarray) -
 
 
 def _faiss_top_k(
-    views: list, distance: Distance, k: int, queries: np.ndarray, factory: str, candidates: int | None
+    views: list,
+    distance: Distance,
+    k: int,
+    queries: np.ndarray,
+    factory: str,
+    candidates: int | None,
+    parameters: str,
 ) -> TopK:
     try:
         import faiss
@@ -287,6 +297,8 @@ def _faiss_top_k(
     if not index.is_trained:
         index.train(stacked)
     index.add(stacked)
+    if parameters:
+        faiss.ParameterSpace().set_index_parameters(index, parameters)
     scores, found = index.search(
         np.ascontiguousarray(stacked[queries]), candidates + 1
     )  # +1: the query itself

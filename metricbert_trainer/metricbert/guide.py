@@ -18,9 +18,11 @@ Because the guide never changes, the vector of a text is the same every time it 
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 
+import numpy as np
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
@@ -30,10 +32,17 @@ from metricbert_trainer.base.modeling import whole_copy
 from metricbert_trainer.base.pooling import mean_pool
 from metricbert_trainer.evaluation.encoding import encode_texts
 
+# Texts tokenized at a time while the cache files its vectors: token ids held as Python lists cost
+# about 36 bytes each, so a million long items tokenized at once would hold ~10 GB.
+KEYING_CHUNK = 4096
 
-def token_key(token_ids: Sequence[int]) -> tuple[int, ...]:
-    """What a cached guide vector is filed under: the text's token ids without padding."""
-    return tuple(token_ids)
+
+def token_key(token_ids: Sequence[int] | torch.Tensor) -> bytes:
+    """What a cached guide vector is filed under: a 128-bit digest of the text's token ids without
+    padding. A tuple of the ids was ~36 bytes per token, more than the vectors themselves for long
+    texts (``benchmarks/million_items.py``); a collision among 2e6 texts has odds below 1e-26."""
+    ids = np.asarray(token_ids, dtype=np.int64)
+    return hashlib.blake2b(ids.tobytes(), digest_size=16).digest()
 
 
 class StartingModelGuide:
@@ -47,7 +56,7 @@ class StartingModelGuide:
 
     def __init__(self, model: PreTrainedModel) -> None:
         self.encoder = whole_copy(model.base_model).eval().requires_grad_(False)
-        self._cached_rows: dict[tuple[int, ...], int] = {}
+        self._cached_rows: dict[bytes, int] = {}
         self._cached_vectors: torch.Tensor | None = None
 
     def cache_embeddings(
@@ -82,8 +91,11 @@ class StartingModelGuide:
                 show_progress=show_progress,
                 across_processes=True,
             )
-        token_ids = tokenizer(unique, truncation=True, max_length=max_length)["input_ids"]
-        self._cached_rows = {token_key(ids): row for row, ids in enumerate(token_ids)}
+        self._cached_rows = {}
+        for start in range(0, len(unique), KEYING_CHUNK):
+            chunk = tokenizer(unique[start : start + KEYING_CHUNK], truncation=True, max_length=max_length)
+            for row, ids in enumerate(chunk["input_ids"], start):
+                self._cached_rows[token_key(ids)] = row
         self._cached_vectors = torch.from_numpy(vectors)
 
     @property
@@ -102,7 +114,7 @@ class StartingModelGuide:
         if self._cached_vectors is None:
             return self._encode(inputs)
         keys = [
-            token_key(ids[mask.bool()].tolist())
+            token_key(ids[mask.bool()])
             for ids, mask in zip(inputs["input_ids"].cpu(), inputs["attention_mask"].cpu(), strict=True)
         ]
         rows = [self._cached_rows.get(key) for key in keys]

@@ -47,7 +47,7 @@ class RecoBertConfig(CatalogTrainerConfig):
     cpu_bf16: bool = field(
         default=False,
         metadata={
-            "help": "Train under bf16 autocast on CPUs with native bf16 (off for RecoBERT: its rankings under "
+            "help": "Train under bf16 autocast on CPUs with AMX (off for RecoBERT: its rankings under "
             "bf16 training have not been measured)."
         },
     )

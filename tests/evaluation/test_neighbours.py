@@ -124,6 +124,19 @@ def test_faiss_agrees_with_exact(small_blocks):
     assert not (approximate.indices == np.arange(300)[:, None]).any()
 
 
+def test_faiss_search_parameters_reach_the_index(small_blocks):
+    """An IVF index searches one of its lists unless told otherwise; probing all of them is exact."""
+    pytest.importorskip("faiss")
+    one_view = random_views(dims=(24,))
+    exact = top_k(one_view, "angular", k=10)
+    every_list = top_k(
+        one_view, "angular", k=10, backend="faiss", faiss_index="IVF4,Flat", faiss_parameters="nprobe=4"
+    )
+    np.testing.assert_array_equal(every_list.indices, exact.indices)
+    one_list = top_k(one_view, "angular", k=10, backend="faiss", faiss_index="IVF4,Flat", faiss_candidates=40)
+    assert (one_list.indices != exact.indices).any()
+
+
 def test_bad_inputs_are_named():
     with pytest.raises(ValueError, match="same items"):
         top_k({"a": np.ones((5, 3)), "b": np.ones((6, 3))}, "angular")

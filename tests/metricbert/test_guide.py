@@ -6,6 +6,7 @@ import torch
 
 from metricbert_trainer.base.modeling import load_masked_lm
 from metricbert_trainer.base.pooling import mean_pool
+from metricbert_trainer.metricbert import guide as guide_module
 from metricbert_trainer.metricbert.collator import MetricBertCollator
 from metricbert_trainer.metricbert.guide import StartingModelGuide
 
@@ -78,9 +79,14 @@ def test_a_loss_holding_the_guide_never_mines_what_the_guide_ranks_above_the_pos
         TripletLoss(false_negative_margin=0.05)
 
 
-def test_cached_vectors_equal_the_guides_forward_and_unseen_texts_are_encoded(tiny_model_path, tokenizer):
+@pytest.mark.parametrize("keying_chunk", [guide_module.KEYING_CHUNK, 1])
+def test_cached_vectors_equal_the_guides_forward_and_unseen_texts_are_encoded(
+    tiny_model_path, tokenizer, monkeypatch, keying_chunk
+):
     """The cache files a text under its token ids after truncation, so a masked batch, a text cut
-    at max_length and a batch mixing cached and unseen texts all get the forward's vectors."""
+    at max_length and a batch mixing cached and unseen texts all get the forward's vectors; texts
+    keyed in several chunks land on their own rows."""
+    monkeypatch.setattr(guide_module, "KEYING_CHUNK", keying_chunk)
     model = load_masked_lm(tiny_model_path)
     items = [
         {"title": "Pinot Gris", "description": "Tart and snappy, with lime and a saline finish. " * 3},

@@ -1,0 +1,438 @@
+"""What a catalog of a million items costs: the guide cache, its storage, and neighbour search.
+
+    python benchmarks/million_items.py keys --texts 200000 --tokens 128
+    python benchmarks/million_items.py storage
+    python benchmarks/million_items.py search --items 130000 --queries 2000
+    python benchmarks/million_items.py search --items 1000000 --queries 1000 --indexes exact IVF1024,Flat
+    python benchmarks/million_items.py epoch --max-lengths 64 128 256
+    python benchmarks/million_items.py tfidf --items 1000000
+
+``keys``: the guide cache (``metricbert/guide.py``) files every distinct text of the catalog (2
+per item) under a key made from its token ids. Each way of keying runs in a fresh process on
+synthetic token ids (as a tokenizer returns them, Python lists of ints), which reports its peak
+and retained memory; the rows project both to two million texts.
+
+``storage``: the cache keeps the vectors in fp32 (``2 x items x hidden x 4`` bytes). Would fp16 or
+int8 (one scale per vector) do? Both development catalogs are encoded with the zero-shot MiniLM
+(dev seeds only: this is a choice); the rows give the Metric_Inf ranking metrics from each
+storage, and how often the guide's one verdict (a mined negative closer to the anchor than its
+positive) flips against fp32 over in-batch candidates of random batches of 32 items.
+
+``search``: top-100 Metric_Inf neighbours (title and description views) from ``neighbours.top_k``,
+exact or through a FAISS index with its candidates re-ranked exactly, for a sample of query items:
+the wine sample's MiniLM vectors (encoded once, kept under ``outputs/``) and a synthetic catalog
+of clustered vectors (items drawn around ``items / 50`` centres, each view with its own noise:
+random vectors without structure are the worst case of every approximate index). Recall@100 is
+the share of the exact list an index finds; each row is its own process (its peak RSS is its own)
+and its time includes building the index.
+
+``epoch``: what one epoch costs as a function of catalog size and text length. The catalog
+recipe (``recipes/catalog/minilm.yaml``: batch 32, 4 length groups, MLM, guard, filter) on the
+Debian catalog, whose descriptions are long, at each ``max_length``: the median optimizer step
+(after 2 unmeasured steps) and the guide cache's time per item, under bf16 autocast and in fp32. An epoch over ``N`` items is then ``N / 32`` steps plus ``N`` items' cache, plus the
+MLM-head warm-up, a fixed 100 head-only steps whatever ``N``.
+
+``tfidf``: the hybrid ranking's share of ``metricbert recommend`` (``--tfidf-weight``, on by
+default): per-field TF-IDF fitted on the catalog, then one query's distance row, on a catalog of
+the wine sample's texts repeated to ``--items`` items.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import hashlib
+import os
+import statistics
+import time
+from pathlib import Path
+
+import numpy as np
+from ranking_130k import peak_rss_gib, repeat
+from versus_sentence_transformers import cpu_name
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+OUTPUTS = REPO_ROOT / "outputs" / "million_items"
+BENCHMARKS = {
+    # name: catalog, dev annotations, max_length the recipe resolves for it
+    "wines": ("data/wines/winemag-sample-5811.csv", "data/wines/proxy-annotations-100-seeds.csv", 128),
+    "debian": ("data/debian/debian-packages-4000.csv", "data/debian/debtags-annotations-100-seeds.csv", 256),
+}
+TOKENS_PER_CHUNK = 4096  # texts tokenized at a time by the digest keying, as the guide does
+TEXTS_AT_A_MILLION_ITEMS = 2_000_000
+
+
+def current_rss_gib() -> float:
+    with open("/proc/self/statm", encoding="ascii") as handle:
+        return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**30
+
+
+def in_fresh_process(function, *arguments):
+    """One run of ``function`` in a process of its own, so its peak RSS is its own."""
+    return repeat(function, arguments, 1)[0]
+
+
+def synthetic_token_ids(texts: int, tokens: int, seed: int) -> list[list[int]]:
+    """Token ids as a tokenizer returns them: Python lists of ints, lengths around ``tokens``."""
+    rng = np.random.default_rng(seed)
+    lengths = rng.integers(tokens // 2, tokens + 1, size=texts)
+    return [rng.integers(1000, 30_000, size=length).tolist() for length in lengths]
+
+
+def key_texts(method: str, texts: int, tokens: int) -> dict:
+    """Files ``texts`` synthetic texts as the guide cache would, with one way of keying."""
+    base = current_rss_gib()
+    started = time.perf_counter()
+    rows: dict = {}
+    if method == "tuple of token ids, all texts tokenized at once":
+        token_ids = synthetic_token_ids(texts, tokens, seed=0)
+        rows = {tuple(ids): row for row, ids in enumerate(token_ids)}
+        del token_ids
+    else:  # the guide's keying: 128-bit digests, tokenized in chunks
+        for start in range(0, texts, TOKENS_PER_CHUNK):
+            chunk = synthetic_token_ids(min(TOKENS_PER_CHUNK, texts - start), tokens, seed=start)
+            for row, ids in enumerate(chunk, start):
+                digest = hashlib.blake2b(np.asarray(ids, dtype=np.int64).tobytes(), digest_size=16)
+                rows[digest.digest()] = row
+    seconds = time.perf_counter() - started
+    gc.collect()
+    return {
+        "seconds": seconds,
+        "retained_gib": current_rss_gib() - base,
+        "peak_gib": peak_rss_gib() - base,
+        "rows": len(rows),
+    }
+
+
+def run_keys(arguments: argparse.Namespace) -> None:
+    scale = TEXTS_AT_A_MILLION_ITEMS / arguments.texts
+    print(
+        f"{arguments.texts:,} texts of {arguments.tokens // 2}-{arguments.tokens} tokens; "
+        f"projections x{scale:g} (two texts per item at a million items)\n"
+    )
+    print(
+        "| keying | s | retained GiB | peak GiB | s at 2M texts | retained GiB at 2M | peak GiB at 2M |\n"
+        "|---|---:|---:|---:|---:|---:|---:|"
+    )
+    for method in (
+        "tuple of token ids, all texts tokenized at once",
+        "128-bit digest, chunks of 4,096 texts",
+    ):
+        result = in_fresh_process(key_texts, method, arguments.texts, arguments.tokens)
+        assert result["rows"] == arguments.texts
+        print(
+            f"| {method} | {result['seconds']:.1f} | {result['retained_gib']:.2f} | {result['peak_gib']:.2f} | "
+            f"{result['seconds'] * scale:.0f} | {result['retained_gib'] * scale:.1f} | {result['peak_gib'] * scale:.1f} |",
+            flush=True,
+        )
+
+
+def stored(vectors: np.ndarray, storage: str) -> np.ndarray:
+    """``vectors`` as read back from a cache kept in ``storage``."""
+    if storage == "fp32":
+        return vectors
+    if storage == "fp16":
+        return vectors.astype(np.float16).astype(np.float32)
+    scale = np.abs(vectors).max(axis=1, keepdims=True) / 127  # int8, one scale per vector
+    return np.round(vectors / scale).astype(np.int8).astype(np.float32) * scale
+
+
+def verdict_flips(reference: dict[str, np.ndarray], other: dict[str, np.ndarray], batches: int) -> float:
+    """Share of (anchor, candidate) pairs of random 32-item batches where the guide's verdict
+    "the candidate is closer to the title than its description is" differs between storages."""
+    rng = np.random.default_rng(0)
+    items = len(next(iter(reference.values())))
+    flips = pairs = 0
+    for _ in range(batches):
+        batch = rng.choice(items, size=32, replace=False)
+        verdicts = []
+        for vectors in (reference, other):
+            titles = normalised(vectors["title"][batch])
+            elements = normalised(np.concatenate([vectors["title"][batch], vectors["description"][batch]]))
+            similarity = titles @ elements.T  # [32 anchors, 64 elements]
+            positive = similarity[np.arange(32), 32 + np.arange(32)]
+            verdicts.append(similarity > positive[:, None])
+        candidates = np.ones((32, 64), dtype=bool)
+        candidates[np.arange(32), np.arange(32)] = candidates[np.arange(32), 32 + np.arange(32)] = False
+        flips += int((verdicts[0] != verdicts[1])[candidates].sum())
+        pairs += int(candidates.sum())
+    return flips / pairs
+
+
+def normalised(matrix: np.ndarray) -> np.ndarray:
+    return matrix / np.linalg.norm(matrix, axis=1, keepdims=True)
+
+
+def encoded_benchmark(name: str) -> dict[str, np.ndarray]:
+    """The zero-shot MiniLM's title and description vectors of a benchmark's catalog, cached."""
+    from metricbert_trainer.base.modeling import DEFAULT_MODEL, resolve_model_name
+    from metricbert_trainer.data.catalog import load_catalog
+    from metricbert_trainer.evaluation.encoding import encode_catalog
+    from metricbert_trainer.evaluation.scorers import load_encoder
+
+    catalog_path, _, max_length = BENCHMARKS[name]
+    model, tokenizer = load_encoder(resolve_model_name(DEFAULT_MODEL), device="cpu")
+    OUTPUTS.mkdir(parents=True, exist_ok=True)
+    return encode_catalog(
+        model,
+        tokenizer,
+        load_catalog(REPO_ROOT / catalog_path),
+        max_length=max_length,
+        cache_path=OUTPUTS / f"{name}-minilm.npz",
+        show_progress=True,
+    )
+
+
+def run_storage(arguments: argparse.Namespace) -> None:
+    from metricbert_trainer.data.annotations import load_annotations
+    from metricbert_trainer.data.catalog import load_catalog
+    from metricbert_trainer.evaluation.evaluator import evaluate_vectors
+
+    print(
+        "| catalog (dev seeds) | storage | bytes per vector (384-d) | MPR | HR@100 | MAP | "
+        "guide verdicts flipped against fp32 |\n|---|---|---:|---:|---:|---:|---:|"
+    )
+    for name in arguments.benchmarks:
+        catalog_path, annotations_path, _ = BENCHMARKS[name]
+        vectors = encoded_benchmark(name)
+        annotations = load_annotations(REPO_ROOT / annotations_path, load_catalog(REPO_ROOT / catalog_path))
+        for storage, width in (("fp32", 4 * 384), ("fp16", 2 * 384), ("int8", 384 + 4)):
+            read_back = {view: stored(matrix, storage) for view, matrix in vectors.items()}
+            metrics = evaluate_vectors(read_back, "angular", annotations)
+            flips = verdict_flips(vectors, read_back, arguments.batches)
+            print(
+                f"| {name} | {storage} | {width} | {metrics['mpr']:.2f} | {metrics['hr@100']:.2f} | "
+                f"{metrics['map']:.2f} | {flips:.2e} |",
+                flush=True,
+            )
+
+
+def clustered_views(items: int, dim: int, seed: int = 0) -> dict[str, np.ndarray]:
+    """Two views of ``items`` synthetic items drawn around ``items / 50`` shared centres."""
+    rng = np.random.default_rng(seed)
+    centres = rng.standard_normal((max(1, items // 50), dim), dtype=np.float32)
+    assignment = rng.integers(0, len(centres), size=items)
+    views = {}
+    for view in ("title", "description"):
+        matrix = centres[assignment]
+        matrix += 0.6 * rng.standard_normal((items, dim), dtype=np.float32)
+        views[view] = matrix
+    return views
+
+
+def search(source: str, items: int, queries: int, index: str, parameters: str) -> dict:
+    from metricbert_trainer.evaluation.neighbours import top_k
+
+    if source == "wines":
+        with np.load(OUTPUTS / "wines-minilm.npz") as cached:  # encoding.encode_catalog's cache
+            vectors = {view: cached[f"view:{view}"] for view in ("title", "description")}
+    else:
+        vectors = clustered_views(items, 384)
+    total = len(vectors["title"])
+    sample = np.random.default_rng(1).choice(total, size=min(queries, total), replace=False)
+    data_gib = peak_rss_gib()
+    started = time.perf_counter()
+    if index == "exact":
+        found = top_k(vectors, "angular", 100, queries=sample)
+    else:
+        found = top_k(
+            vectors,
+            "angular",
+            100,
+            queries=sample,
+            backend="faiss",
+            faiss_index=index,
+            faiss_parameters=parameters,
+        )
+    seconds = time.perf_counter() - started
+    np.save(OUTPUTS / f"found-{source}-{total}-{index.replace(',', '_')}-{parameters}.npy", found.indices)
+    return {"seconds": seconds, "peak_gib": peak_rss_gib(), "data_gib": data_gib, "items": total}
+
+
+def run_search(arguments: argparse.Namespace) -> None:
+    OUTPUTS.mkdir(parents=True, exist_ok=True)
+    source = "wines" if arguments.items is None else "synthetic"
+    if source == "wines":
+        encoded_benchmark("wines")
+    exact = None
+    print(
+        "| catalog | index | search settings | queries | s (index built and searched) | recall@100 | "
+        "peak RSS GiB | vectors and interpreter GiB |\n|---|---|---|---:|---:|---:|---:|---:|"
+    )
+    for index in arguments.indexes:
+        for parameters in (
+            arguments.parameters.get(index.split(",")[0].rstrip("0123456789"), [""])
+            if index != "exact"
+            else [""]
+        ):
+            result = in_fresh_process(search, source, arguments.items, arguments.queries, index, parameters)
+            total = result["items"]
+            found = np.load(OUTPUTS / f"found-{source}-{total}-{index.replace(',', '_')}-{parameters}.npy")
+            if index == "exact":
+                exact = found
+            recall = (
+                statistics.mean(
+                    len(set(a) & set(b)) / found.shape[1] for a, b in zip(found, exact, strict=True)
+                )
+                if exact is not None
+                else float("nan")
+            )
+            label = "wine sample, MiniLM" if source == "wines" else "synthetic, clustered"
+            print(
+                f"| {label}, {total:,} items | {index} | {parameters or '-'} | {len(found):,} | "
+                f"{result['seconds']:.1f} | {recall:.4f} | {result['peak_gib']:.2f} | {result['data_gib']:.2f} |",
+                flush=True,
+            )
+
+
+def time_epoch_parts(max_length: int, precision: str, steps: int) -> dict:
+    import dataclasses
+    import tempfile
+
+    from step_timer import StepTimer
+    from transformers import AutoTokenizer
+    from versus_sentence_transformers import time_guide_cache
+
+    from metricbert_trainer.base.modeling import load_masked_lm, resolve_model_name
+    from metricbert_trainer.data.catalog import load_catalog
+    from metricbert_trainer.metricbert.config import MetricBertConfig
+    from metricbert_trainer.metricbert.trainer import MetricBertTrainer
+    from metricbert_trainer.scripts.arguments import DataArguments, ModelArguments, parse_recipe_args
+
+    warmup = 2
+    items = load_catalog(REPO_ROOT / BENCHMARKS["debian"][0]).dataset.shuffle(seed=0)
+    with tempfile.TemporaryDirectory() as output_dir:
+        model_args, _, args = parse_recipe_args(
+            (ModelArguments, DataArguments, MetricBertConfig),
+            [
+                "--config",
+                str(REPO_ROOT / "recipes/catalog/minilm.yaml"),
+                "--catalog",
+                str(REPO_ROOT / BENCHMARKS["debian"][0]),
+                "--output_dir",
+                output_dir,
+                *(
+                    ["--bf16", "true", "--use_cpu", "true"]
+                    if precision == "bf16"
+                    else ["--cpu_bf16", "false"]
+                ),
+            ],
+        )
+        args = dataclasses.replace(
+            args,
+            max_length=max_length,
+            max_steps=warmup + steps,
+            save_strategy="no",
+            eval_strategy="no",
+            eval_on_start=False,
+            logging_steps=warmup + steps,
+            disable_tqdm=True,
+            mlm_head_warmup_steps=0,  # a fixed cost, timed in docs/scale_out.md's warm-up row
+        )
+        items = items.select(range(args.per_device_train_batch_size * (warmup + steps)))
+        path = resolve_model_name(model_args.model_name_or_path)
+        timer = StepTimer()
+        trainer = MetricBertTrainer(
+            model=load_masked_lm(path),
+            args=args,
+            train_dataset=items,
+            processing_class=AutoTokenizer.from_pretrained(path),
+            callbacks=[timer],
+        )
+        cache = time_guide_cache(trainer)
+        trainer.train()
+    return {
+        "precision": "bf16" if args.bf16 else "fp32",
+        "step_seconds": statistics.median(timer.durations[warmup:]),
+        "cache_seconds_per_item": sum(cache) / len(items),
+        "batch": args.per_device_train_batch_size,
+    }
+
+
+def run_epoch(arguments: argparse.Namespace) -> None:
+    print(
+        "| max_length | precision | s per step (batch 32) | cache s per item | epoch h at 100K items "
+        "| at 1M items |\n|---:|---|---:|---:|---:|---:|"
+    )
+    for max_length in arguments.max_lengths:
+        for precision in ("bf16", "fp32"):
+            result = in_fresh_process(time_epoch_parts, max_length, precision, arguments.steps)
+            per_item = result["step_seconds"] / result["batch"] + result["cache_seconds_per_item"]
+            print(
+                f"| {max_length} | {result['precision']} | {result['step_seconds']:.2f} | "
+                f"{result['cache_seconds_per_item']:.4f} | {per_item * 1e5 / 3600:.1f} | {per_item * 1e6 / 3600:.0f} |",
+                flush=True,
+            )
+
+
+def tfidf_row(items: int) -> dict:
+    import pandas as pd
+
+    from metricbert_trainer.data.catalog import load_catalog
+    from metricbert_trainer.evaluation.scorers import TfidfScorer
+
+    wines = pd.read_csv(REPO_ROOT / BENCHMARKS["wines"][0])
+    frame = wines.sample(n=items, replace=True, random_state=0)[["title", "description"]]
+    frame.insert(0, "id", [f"item-{index}" for index in range(items)])
+    catalog = load_catalog(frame)
+    data_gib = peak_rss_gib()
+    started = time.perf_counter()
+    TfidfScorer().distance_rows(catalog, [0])
+    return {"seconds": time.perf_counter() - started, "peak_gib": peak_rss_gib(), "data_gib": data_gib}
+
+
+def run_tfidf(arguments: argparse.Namespace) -> None:
+    result = in_fresh_process(tfidf_row, arguments.items)
+    print(
+        "| items | s (TF-IDF fitted on both fields, one query's row) | peak RSS GiB | catalog and interpreter GiB |\n"
+        f"|---:|---:|---:|---:|\n| {arguments.items:,} | {result['seconds']:.1f} | {result['peak_gib']:.2f} | "
+        f"{result['data_gib']:.2f} |"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+    keys = commands.add_parser("keys", help="Memory and time of the guide cache's keys.")
+    keys.add_argument("--texts", type=int, default=200_000)
+    keys.add_argument(
+        "--tokens", type=int, default=128, help="The longest text; lengths are drawn from half of it up."
+    )
+    keys.set_defaults(run=run_keys)
+    storage = commands.add_parser(
+        "storage", help="Ranking and guide verdicts from fp32, fp16 and int8 vectors."
+    )
+    storage.add_argument("--benchmarks", nargs="+", default=list(BENCHMARKS), choices=list(BENCHMARKS))
+    storage.add_argument("--batches", type=int, default=500)
+    storage.set_defaults(run=run_storage)
+    search_parser = commands.add_parser("search", help="Exact and FAISS top-100: recall, time, memory.")
+    search_parser.add_argument(
+        "--items", type=int, default=None, help="A synthetic catalog; default: the wine sample."
+    )
+    search_parser.add_argument("--queries", type=int, default=2000)
+    search_parser.add_argument("--indexes", nargs="+", default=["exact", "IVF256,Flat", "HNSW32"])
+    search_parser.add_argument("--nprobe", nargs="+", type=int, default=[8, 32])
+    search_parser.add_argument("--ef-search", nargs="+", type=int, default=[128, 512])
+    search_parser.set_defaults(run=run_search)
+    epoch = commands.add_parser("epoch", help="Step and guide-cache time per item at each max_length.")
+    epoch.add_argument("--max-lengths", nargs="+", type=int, default=[64, 128, 256])
+    epoch.add_argument("--steps", type=int, default=6)
+    epoch.set_defaults(run=run_epoch)
+    tfidf = commands.add_parser("tfidf", help="The hybrid ranking's TF-IDF for one query at --items items.")
+    tfidf.add_argument("--items", type=int, default=1_000_000)
+    tfidf.set_defaults(run=run_tfidf)
+    arguments = parser.parse_args()
+    if arguments.command == "search":
+        arguments.parameters = {
+            "IVF": [f"nprobe={n}" for n in arguments.nprobe],
+            "HNSW": [f"efSearch={n}" for n in arguments.ef_search],
+        }
+    print(f"CPU: {cpu_name()}, {os.cpu_count()} cores, load average before: {os.getloadavg()[0]:.2f}")
+    arguments.run(arguments)
+    print(f"load average after: {os.getloadavg()[0]:.2f}")
+
+
+if __name__ == "__main__":
+    main()
