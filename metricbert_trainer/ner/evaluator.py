@@ -11,10 +11,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import datasets
-import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from metricbert_trainer.evaluation.encoding import inference_autocast
+from metricbert_trainer.evaluation.encoding import inference_session
 from metricbert_trainer.ner.collator import ENCODER_KEYS, encode_words
 from metricbert_trainer.ner.metrics import tagging_metrics
 from metricbert_trainer.ner.tagging import OUTSIDE
@@ -29,28 +28,22 @@ def predict_tags(
     max_length: int = 128,
 ) -> list[list[str]]:
     """The model's tag for every word of every title (titles given as lists of words)."""
-    device = next(model.parameters()).device
     id2label = model.config.id2label
-    was_training = model.training
-    model.eval()
     predicted = []
-    try:
-        with torch.inference_mode(), inference_autocast(device):
-            for start in range(0, len(titles), batch_size):
-                words = [list(title) for title in titles[start : start + batch_size]]
-                encoded = encode_words(tokenizer, words, max_length=max_length)
-                inputs = {name: encoded[name].to(device) for name in ENCODER_KEYS if name in encoded}
-                best = model(**inputs).logits.argmax(dim=-1).cpu()
-                for row, title in enumerate(words):
-                    tags = [OUTSIDE] * len(title)
-                    previous = None
-                    for position, word in enumerate(encoded.word_ids(row)):
-                        if word is not None and word != previous:
-                            tags[word] = id2label[int(best[row, position])]
-                        previous = word
-                    predicted.append(tags)
-    finally:
-        model.train(was_training)
+    with inference_session(model) as device:
+        for start in range(0, len(titles), batch_size):
+            words = [list(title) for title in titles[start : start + batch_size]]
+            encoded = encode_words(tokenizer, words, max_length=max_length)
+            inputs = {name: encoded[name].to(device) for name in ENCODER_KEYS if name in encoded}
+            best = model(**inputs).logits.argmax(dim=-1).cpu()
+            for row, title in enumerate(words):
+                tags = [OUTSIDE] * len(title)
+                previous = None
+                for position, word in enumerate(encoded.word_ids(row)):
+                    if word is not None and word != previous:
+                        tags[word] = id2label[int(best[row, position])]
+                    previous = word
+                predicted.append(tags)
     return predicted
 
 

@@ -13,7 +13,6 @@ from metricbert_trainer.ner.collator import NerCollator
 from metricbert_trainer.ner.config import NerConfig
 from metricbert_trainer.ner.metrics import METRIC_NAMES
 from metricbert_trainer.ner.modeling import enable_tagging_forward, load_tagger
-from metricbert_trainer.publishing.markdown import markdown_table
 from metricbert_trainer.publishing.model_card import CardMethod
 
 USAGE = """## Usage
@@ -63,6 +62,10 @@ class NerTrainer(CatalogTrainer):
         library_name="transformers",
         supervised="on tagged titles",
         usage=USAGE,
+        metrics={name: name.replace("_", " ").capitalize() for name in METRIC_NAMES},
+        task_name="Named entity recognition",
+        evaluation_description="On the held-out titles of {catalog}, in % (entity-level precision, recall and F1 "
+        "with conlleval semantics, exact match of whole titles, token accuracy)",
     )
     config_class = NerConfig
 
@@ -133,7 +136,7 @@ class NerTrainer(CatalogTrainer):
         return (loss, outputs) if return_outputs else loss
 
     def objective_card_section(self) -> str:
-        section = (
+        return (
             "## Multi-task NER objective\n\n"
             f"`L = L_NER + metric_weight * L_{self.metric_loss.name}` on the titles' word tags and the mean-pooled "
             "title and description vectors, with:\n\n"
@@ -142,16 +145,3 @@ class NerTrainer(CatalogTrainer):
             )
             + f"\nLabels: {', '.join(self.label2id)}.\n"
         )
-        evaluations = [entry for entry in self.state.log_history if "eval_f1" in entry]
-        if evaluations:
-            rows = [
-                [entry.get("step", ""), *(f"{entry[f'eval_{name}']:.2f}" for name in METRIC_NAMES)]
-                for entry in evaluations
-            ]
-            section += (
-                "\n## Evaluation\n\nOn the held-out titles, in % (entity-level precision, recall and F1 with "
-                "conlleval semantics, exact match of whole titles, token accuracy):\n\n"
-                + markdown_table(["step", *METRIC_NAMES], rows, align="r" * (len(METRIC_NAMES) + 1))
-                + "\n"
-            )
-        return section

@@ -69,6 +69,15 @@ class CardMethod:
     library_name: str = "sentence-transformers"
     supervised: str = "without labels"
     usage: str | None = None
+    # What the evaluation logs (``eval_<name>``) and the card shows, with each metric's display
+    # name; the first one marks a log entry as an evaluation.
+    metrics: Mapping[str, str] = field(default_factory=lambda: dict(RANKING_METRICS))
+    # The evaluation's task, for the Hub's model index, and what its table measures.
+    task_name: str = "Item-to-item recommendation"
+    evaluation_description: str = (
+        "Ranking of {catalog} against its annotated similar items{annotations} (mean percentile rank, mean "
+        "reciprocal rank and hit rates in %, filtered ranks; higher is better)"
+    )
 
 
 @dataclass
@@ -138,7 +147,8 @@ def render_model_card(
     citation; ``repo_id`` (the Hub id the model is pushed to, if any) goes into the usage snippets,
     which otherwise load the folder by ``model_name``, and encode ``info.examples``."""
     # The recipe's final evaluation repeats the last one when training ended on an evaluation step.
-    evaluations = list({entry.get("step"): entry for entry in log_history if "eval_mpr" in entry}.values())
+    marker = f"eval_{next(iter(method.metrics))}"
+    evaluations = list({entry.get("step"): entry for entry in log_history if marker in entry}.values())
     data = ModelCardData(
         language=info.language,
         license=info.license,
@@ -147,9 +157,9 @@ def render_model_card(
         tags=sorted({*trainer_tags, *_library_tags(method), *info.tags}),
         base_model=info.hub_base_model,
         datasets=[info.catalog_label] if info.catalog_label else None,
-        metrics=list(RANKING_METRICS) if evaluations else None,
+        metrics=list(method.metrics) if evaluations else None,
         model_name=model_name,
-        eval_results=_eval_results(evaluations[-1], info) if evaluations else None,
+        eval_results=_eval_results(evaluations[-1], info, method) if evaluations else None,
     )
     sections = [
         f"---\n{data.to_yaml()}\n---\n",
@@ -159,7 +169,7 @@ def render_model_card(
         objective_section,
         "## Training hyperparameters\n\n" + _key_value_table(hyperparameters),
         _loss_table(log_history),
-        _evaluation_table(evaluations, info),
+        _evaluation_table(evaluations, info, method),
         "## Framework versions\n\n" + "\n".join(f"- {name}: {_version(name)}" for name in FRAMEWORKS) + "\n",
         f"## Citation\n\n```bibtex\n{method.citation}\n```\n" if method.citation else "",
     ]
@@ -184,19 +194,19 @@ def logged_loss_terms(logged: list[dict[str, float]]) -> list[str]:
     return [name for name in names if any(entry.get(name) for entry in logged)]
 
 
-def _eval_results(final: dict[str, float], info: ModelCardInfo) -> list[EvalResult]:
+def _eval_results(final: dict[str, float], info: ModelCardInfo, method: CardMethod) -> list[EvalResult]:
     label = info.catalog_label or "catalog"
     return [
         EvalResult(
-            task_type="sentence-similarity",
-            task_name="Item-to-item recommendation",
+            task_type=method.pipeline_tag,
+            task_name=method.task_name,
             dataset_type=label,
             dataset_name=label,
             metric_type=name,
             metric_name=display,
             metric_value=round(float(final[f"eval_{name}"]), 4),
         )
-        for name, display in RANKING_METRICS.items()
+        for name, display in method.metrics.items()
         if f"eval_{name}" in final
     ]
 
@@ -300,10 +310,10 @@ def _loss_table(log_history: list[dict[str, float]]) -> str:
     return "## Training logs\n\nThe loss and each of its terms, as logged during training:\n\n" + table + "\n"
 
 
-def _evaluation_table(evaluations: list[dict[str, float]], info: ModelCardInfo) -> str:
+def _evaluation_table(evaluations: list[dict[str, float]], info: ModelCardInfo, method: CardMethod) -> str:
     if not evaluations:
         return ""
-    names = [name for name in RANKING_METRICS if f"eval_{name}" in evaluations[-1]]
+    names = [name for name in method.metrics if f"eval_{name}" in evaluations[-1]]
     rows = [
         [
             entry.get("step", ""),
@@ -312,16 +322,13 @@ def _evaluation_table(evaluations: list[dict[str, float]], info: ModelCardInfo) 
         ]
         for entry in evaluations
     ]
-    headers = ["step", "epoch", *(RANKING_METRICS[name] for name in names)]
+    headers = ["step", "epoch", *(method.metrics[name] for name in names)]
     table = markdown_table(headers, rows, align="r" * len(headers))
-    return (
-        f"## Evaluation\n\nRanking of {info.catalog_label or 'the catalog'} against its annotated similar items"
-        + (f" (`{Path(info.annotations).name.replace('`', '')}`)" if info.annotations else "")
-        + " "
-        "(mean percentile rank, mean reciprocal rank and hit rates in %, filtered ranks; higher is better):\n\n"
-        + table
-        + "\n"
+    description = method.evaluation_description.format(
+        catalog=info.catalog_label or "the catalog",
+        annotations=f" (`{Path(info.annotations).name.replace('`', '')}`)" if info.annotations else "",
     )
+    return f"## Evaluation\n\n{description}:\n\n" + table + "\n"
 
 
 def _number(value: object) -> str:

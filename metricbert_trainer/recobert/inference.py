@@ -28,7 +28,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from metricbert_trainer.base.pooling import mean_pool
 from metricbert_trainer.data.catalog import Catalog
-from metricbert_trainer.evaluation.encoding import inference_autocast
+from metricbert_trainer.evaluation.encoding import inference_autocast, inference_session
 from metricbert_trainer.evaluation.evaluator import RankingEvaluator
 from metricbert_trainer.evaluation.scorers import Scorer
 from metricbert_trainer.recobert.config import SCORE_NAMES
@@ -253,13 +253,10 @@ class PairEncoder:
         lengths = self.title_lengths[title_index] + self.description_lengths[description_index]
         # Longest first: a batch that does not fit in memory fails at once, not at the end.
         order = np.argsort(-lengths, kind="stable")
-        device = next(self.model.parameters()).device
         encoder = self.model.base_model
-        was_training = self.model.training
-        self.model.eval()
         bar = tqdm(total=len(order), desc=progress, unit="pair", disable=progress is None)
         try:
-            with torch.inference_mode(), inference_autocast(device, self.precision):
+            with inference_session(self.model, self.precision) as device:
                 for start in range(0, len(order), self.batch_size):
                     positions = order[start : start + self.batch_size]
                     batch = encode_pairs(
@@ -276,7 +273,6 @@ class PairEncoder:
                     bar.update(len(positions))
         finally:
             bar.close()
-            self.model.train(was_training)
 
 
 @dataclass

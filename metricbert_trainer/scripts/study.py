@@ -1,10 +1,11 @@
 """Controlled comparisons of training variants: the quality study and the loss ablation.
 
 A study is a YAML file: a ``base_config`` recipe, ``shared`` overrides every variant gets (the
-budget), and named ``variants``, each a set of overrides. Every run appends one JSON line
-(variant, seed, overrides, metrics, first and last logged loss terms, wall time) to a results
-file, so an interrupted study resumes where it stopped and every reported figure traces back to
-a line. A variant named ``zero_shot`` (or ``zero_shot_<anything>``, e.g. at another
+budget), and named ``variants``, each a set of overrides; ``family`` names the trainer family
+(``metricbert`` by default, or ``recobert``: ``scripts.train.FAMILIES``) and ``results`` the file
+its runs go to. Every run appends one JSON line (variant, seed, overrides, metrics, first and
+last logged loss terms, wall time) to that file, so an interrupted study resumes where it stopped
+and every reported figure traces back to a line. A variant named ``zero_shot`` (or ``zero_shot_<anything>``, e.g. at another
 ``max_length``) is the starting model, ranked without training.
 """
 
@@ -22,13 +23,19 @@ from pathlib import Path
 import yaml
 from transformers import AutoTokenizer
 
+from metricbert_trainer.base.config import CatalogTrainerConfig
 from metricbert_trainer.base.modeling import load_masked_lm, resolve_model_name
 from metricbert_trainer.base.weight_ensembling import blend_with_start
 from metricbert_trainer.data.lengths import resolve_max_length
-from metricbert_trainer.metricbert.config import MetricBertConfig
 from metricbert_trainer.publishing.markdown import escape_markdown, markdown_table
 from metricbert_trainer.scripts.arguments import DataArguments, ModelArguments, parse_recipe_args
-from metricbert_trainer.scripts.train import TrainingRun, build_ranking_evaluator, load_recipe_catalog, train
+from metricbert_trainer.scripts.train import (
+    FAMILIES,
+    TrainingRun,
+    build_ranking_evaluator,
+    load_recipe_catalog,
+    train,
+)
 
 METRICS = ("mpr", "mrr", "hr@10", "hr@100", "map", "ndcg@20")
 ZERO_SHOT = "zero_shot"
@@ -50,15 +57,32 @@ class Study:
     variants: dict[str, dict]
     shared: dict = field(default_factory=dict)
     labels: dict[str, str] = field(default_factory=dict)
+    family: str = "metricbert"
+    results: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.family not in FAMILIES:
+            raise ValueError(f"Unknown study family {self.family!r}; use one of {sorted(FAMILIES)}.")
 
     @classmethod
     def from_yaml(cls, path: str | Path) -> Study:
         data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-        unknown = set(data) - {"base_config", "variants", "shared", "labels"}
+        unknown = set(data) - {"base_config", "variants", "shared", "labels", "family", "results"}
         if unknown:
             raise ValueError(f"{path}: unknown study keys {sorted(unknown)}.")
         variants = {name: overrides or {} for name, overrides in data["variants"].items()}
-        return cls(data["base_config"], variants, data.get("shared") or {}, data.get("labels") or {})
+        return cls(
+            data["base_config"],
+            variants,
+            data.get("shared") or {},
+            data.get("labels") or {},
+            family=data.get("family", "metricbert"),
+            results=data.get("results"),
+        )
+
+    @property
+    def config_class(self) -> type[CatalogTrainerConfig]:
+        return FAMILIES[self.family]
 
     def label(self, name: str) -> str:
         return self.labels.get(name, name)
@@ -174,7 +198,7 @@ def variant_arguments(study: Study, name: str, seed: int, folder: Path):
         "true",
     ]
     return parse_recipe_args(
-        (ModelArguments, DataArguments, MetricBertConfig), flags, default_config=config_path
+        (ModelArguments, DataArguments, study.config_class), flags, default_config=config_path
     )
 
 
@@ -195,7 +219,7 @@ def is_zero_shot(name: str) -> bool:
 
 
 def evaluate_untrained(
-    model_args: ModelArguments, data_args: DataArguments, training_args: MetricBertConfig
+    model_args: ModelArguments, data_args: DataArguments, training_args: CatalogTrainerConfig
 ) -> dict[str, float]:
     catalog = load_recipe_catalog(data_args)
     path = resolve_model_name(model_args.model_name_or_path)
@@ -260,14 +284,16 @@ def seed_noise(summary: list[dict]) -> dict[str, float]:
 
 def summary_table(summary: list[dict], reference: str | None = None) -> str:
     """One row per variant. With a ``reference`` variant, each mean carries its difference from
-    the reference, starred where it exceeds the largest seed-to-seed range of the study."""
+    the reference, starred where it exceeds the largest seed-to-seed range of the study. A metric
+    no run recorded (the study ran before it was measured) gets no column."""
+    metrics = [metric for metric in METRICS if any(metric in entry["mean"] for entry in summary)]
     noise = seed_noise(summary)
     by_name = {entry["variant"]: entry for entry in summary}
     baseline = by_name.get(reference)
     rows = []
     for entry in summary:
         cells = []
-        for metric in METRICS:
+        for metric in metrics:
             if metric not in entry["mean"]:
                 cells.append("-")
                 continue
@@ -281,7 +307,7 @@ def summary_table(summary: list[dict], reference: str | None = None) -> str:
             cells.append(cell)
         change = ", ".join(f"{key}={value}" for key, value in entry["overrides"].items()) or "-"
         rows.append([escape_markdown(entry["label"]), len(entry["seeds"]), *cells, change])
-    headers = ["variant", "seeds", *(metric.upper() for metric in METRICS), "what changes"]
+    headers = ["variant", "seeds", *(metric.upper() for metric in metrics), "what changes"]
     return markdown_table(headers, rows)
 
 
@@ -311,13 +337,17 @@ def selection_table(rows: list[dict], metrics: tuple[str, ...] = ("map", "mpr", 
     return markdown_table(["run", "picked by", "step", *(metric.upper() for metric in metrics)], table)
 
 
-def study_main(description: str, default_study: Path, default_results: Path) -> None:
-    """The command line shared by the study scripts under ``recipes/``."""
+def study_main(description: str, argv: list[str] | None = None) -> None:
+    """The command line of ``recipes/study.py``: one study YAML, run or reported."""
     parser = argparse.ArgumentParser(
         description=description, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--study", default=str(default_study), help="The study YAML.")
-    parser.add_argument("--results", default=str(default_results), help="JSON-lines results file (appended).")
+    parser.add_argument(
+        "study", help="The study YAML (recipes/wines/study.yaml, recipes/debian/study.yaml, ...)."
+    )
+    parser.add_argument(
+        "--results", help="JSON-lines results file (appended); default: the study's own `results`."
+    )
     parser.add_argument("--only", nargs="+", help="Run these variants only.")
     parser.add_argument("--seeds", nargs="+", type=int, default=[42])
     parser.add_argument(
@@ -330,10 +360,12 @@ def study_main(description: str, default_study: Path, default_results: Path) -> 
         action="store_true",
         help="With --report: also print which evaluation each label-free signal picks in runs evaluated several times.",
     )
-    options = parser.parse_args()
+    options = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     study = Study.from_yaml(options.study)
-    results_path = Path(options.results)
+    if options.results is None and study.results is None:
+        parser.error(f"{options.study} names no `results` file: pass --results.")
+    results_path = Path(options.results or study.results)
     if options.report:
         summary = summarise(read_results(results_path), study)
         print(summary_table(summary, options.reference))

@@ -31,7 +31,7 @@ from metricbert_trainer.data.annotations import load_annotations
 from metricbert_trainer.data.catalog import Catalog, CatalogError, catalog_column, load_catalog
 from metricbert_trainer.data.lengths import resolve_max_length
 from metricbert_trainer.data.sectioned_catalog import load_sectioned_catalog
-from metricbert_trainer.errors import report_usage_errors
+from metricbert_trainer.errors import UsageError, report_usage_errors
 from metricbert_trainer.evaluation.evaluator import SequentialEvaluator
 from metricbert_trainer.evaluation.label_free import LabelFreeEvaluator, holdout_split
 from metricbert_trainer.metricbert.config import MetricBertConfig
@@ -43,11 +43,15 @@ from metricbert_trainer.scripts.arguments import DataArguments, ModelArguments, 
 from metricbert_trainer.scripts.output_lock import output_folder_lock
 from metricbert_trainer.scripts.preflight import check_recipe_arguments, check_schedule
 
-# The trainer each kind of training arguments configures.
+# The trainer each kind of training arguments configures; a user's subclass of a config trains
+# with the trainer of its nearest registered ancestor (``trainer_class_for``), and a family of
+# one's own is one entry more.
 TRAINERS: dict[type[CatalogTrainerConfig], type[CatalogTrainer]] = {
     MetricBertConfig: MetricBertTrainer,
     RecoBertConfig: RecoBertTrainer,
 }
+# The config class each family's name stands for, in study files (``family: recobert``).
+FAMILIES: dict[str, type[CatalogTrainerConfig]] = {"metricbert": MetricBertConfig, "recobert": RecoBertConfig}
 
 logger = logging.getLogger(__name__)
 
@@ -81,6 +85,17 @@ def run_recipe(
         )
 
 
+def trainer_class_for(training_args: CatalogTrainerConfig) -> type[CatalogTrainer]:
+    """The trainer of the nearest registered class among ``training_args``' classes (``TRAINERS``)."""
+    for config_class in type(training_args).__mro__:
+        if config_class in TRAINERS:
+            return TRAINERS[config_class]
+    raise UsageError(
+        f"No trainer is registered for {type(training_args).__name__}: derive it from "
+        f"{' or '.join(config.__name__ for config in TRAINERS)}, or add it to scripts.train.TRAINERS."
+    )
+
+
 @dataclass
 class TrainingRun:
     """A finished recipe: the trainer (model, state, logs) and the final ranking metrics, if any."""
@@ -96,7 +111,7 @@ def train(
     trains, evaluates, saves and publishes, holding the output folder's run lock (``output_lock``)
     throughout, so a second run into the same folder is refused at once."""
     check_recipe_arguments(
-        model_args, data_args, training_args, TRAINERS[type(training_args)].label_free_selection
+        model_args, data_args, training_args, trainer_class_for(training_args).label_free_selection
     )
     with output_folder_lock(
         training_args.output_dir,
@@ -115,7 +130,7 @@ def _train(
     catalog = load_recipe_catalog(data_args)
     # Read now, so that a misspelt column fails before training rather than after it.
     plot_labels = plot_column_values(data_args, catalog) if data_args.plot_column else None
-    trainer_class = TRAINERS[type(training_args)]
+    trainer_class = trainer_class_for(training_args)
     held_out: list[int] = []
     train_dataset = catalog.dataset
     if trainer_class.label_free_selection and data_args.selection_holdout:
@@ -244,7 +259,7 @@ def build_ranking_evaluator(
     if not data_args.annotations:
         return None
     annotations = load_annotations(data_args.annotations, catalog)
-    return TRAINERS[type(training_args)].default_ranking_evaluator(catalog, annotations, training_args)
+    return trainer_class_for(training_args).default_ranking_evaluator(catalog, annotations, training_args)
 
 
 def report_label_free_change(log_history: list[dict]) -> dict[str, float] | None:

@@ -7,6 +7,7 @@ import json
 
 import pytest
 from conftest import REPO_ROOT
+from huggingface_hub import ModelCard
 from transformers import AutoModelForTokenClassification, pipeline
 
 from metricbert_trainer.cli import main as cli_main
@@ -52,8 +53,15 @@ def test_short_run_logs_both_terms_evaluates_and_saves_a_pipeline_model(tmp_path
     }
     trainer.save_model()
     card = (output / "README.md").read_text(encoding="utf-8")
-    assert "pipeline_tag: token-classification" in card and "| f1 |" in card
-    assert "## Evaluation" in card and 'pipeline("token-classification"' in card
+    assert "pipeline_tag: token-classification" in card and 'pipeline("token-classification"' in card
+    # The card's evaluation is the tagger's own: its table and the Hub's model index.
+    evaluation = card.split("## Evaluation")[1]
+    assert "| F1 | Exact match | Token accuracy |" in evaluation and "held-out titles" in evaluation
+    data = ModelCard.load(output / "README.md").data
+    results = {result.metric_type: result.metric_value for result in data.eval_results}
+    assert set(results) == {"precision", "recall", "f1", "exact_match", "token_accuracy"}
+    assert results["f1"] == pytest.approx(metrics["eval_f1"], abs=1e-4)
+    assert {result.task_name for result in data.eval_results} == {"Named entity recognition"}
     assert not (output / "modules.json").exists()  # a tagger is not a sentence encoder
 
     tagger = pipeline("token-classification", model=str(output))

@@ -1,12 +1,16 @@
 """The study runner: study files that parse into valid recipes, and the seed-aware report."""
 
 import json
+import subprocess
+import sys
 
 import pandas as pd
 import pytest
 from conftest import REPO_ROOT
 
+from metricbert_trainer.metricbert.config import MetricBertConfig
 from metricbert_trainer.metricbert.losses import build_loss
+from metricbert_trainer.recobert import RecoBertConfig
 from metricbert_trainer.scripts.study import (
     Study,
     read_results,
@@ -42,6 +46,37 @@ def test_ablation_covers_the_papers_table_and_the_related_objectives():
     objectives = {overrides.get("objective", "triplet") for overrides in study.variants.values()}
     assert objectives == {"triplet", "contrastive", "cosine", "mnrl", "logistic_triplet"}
     assert {"random_mining", "cosine_distance", "with_mlm", "euclidean_triplet"} <= set(study.variants)
+
+
+def test_every_study_names_a_results_file_of_the_repository():
+    for study_file in STUDIES:
+        study = Study.from_yaml(REPO_ROOT / study_file)
+        assert study.results and (REPO_ROOT / study.results).is_file(), study_file
+
+
+def test_a_study_trains_the_family_it_names(tmp_path, monkeypatch):
+    monkeypatch.chdir(REPO_ROOT)
+    recobert = Study("recipes/wines/recobert.yaml", {"shorter": {"max_length": 64}}, family="recobert")
+    _, _, training = variant_arguments(recobert, "shorter", 0, tmp_path)
+    assert type(training) is RecoBertConfig and training.max_length == 64
+    _, _, training = variant_arguments(Study("recipes/wines/minilm.yaml", {"a": {}}), "a", 0, tmp_path)
+    assert type(training) is MetricBertConfig
+    with pytest.raises(ValueError, match="Unknown study family 'ner'"):
+        Study("recipes/wines/minilm.yaml", {"a": {}}, family="ner")
+
+
+def test_the_study_script_reports_a_study_from_its_own_results_file():
+    command = [
+        sys.executable,
+        "recipes/study.py",
+        "recipes/wines/ablation.yaml",
+        "--report",
+        "--reference",
+        "metricbert",
+    ]
+    result = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout == (REPO_ROOT / "docs/ablation/table2.md").read_text(encoding="utf-8")
 
 
 def test_unknown_study_key_rejected(tmp_path):
