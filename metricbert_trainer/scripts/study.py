@@ -231,12 +231,19 @@ def evaluate_untrained(
 
 
 def first_and_last_terms(log_history: list[dict]) -> dict[str, list[float]]:
-    """The loss terms and mining statistics at the first and the last logging step."""
+    """The loss terms, mining statistics and per-term gradient norms (``log_gradient_norms``) at
+    the first and the last logging step."""
     entries = [entry for entry in log_history if "mlm_loss" in entry]
     if not entries:
         return {}
-    names = [key for key in entries[0] if key.endswith("_loss") or key in LOGGED_STATISTICS]
-    return {name: [entries[0][name], entries[-1][name]] for name in names}
+    names = [
+        key
+        for key in entries[0]
+        if key.endswith("_loss") or key.startswith("grad_norm_") or key in LOGGED_STATISTICS
+    ]
+    # The last logging step, not the run's closing summary (its means carry the loss terms only).
+    last = next(entry for entry in reversed(entries) if all(name in entry for name in names))
+    return {name: [entries[0][name], last[name]] for name in names}
 
 
 def read_results(path: Path) -> list[dict]:

@@ -13,6 +13,7 @@ from metricbert_trainer.metricbert.losses import build_loss
 from metricbert_trainer.recobert import RecoBertConfig
 from metricbert_trainer.scripts.study import (
     Study,
+    first_and_last_terms,
     read_results,
     run_study,
     seed_noise,
@@ -77,6 +78,39 @@ def test_the_study_script_reports_a_study_from_its_own_results_file():
     result = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout == (REPO_ROOT / "docs/ablation/table2.md").read_text(encoding="utf-8")
+
+
+def test_gradient_norms_are_kept_from_the_last_logging_step_that_has_them():
+    """The run's closing summary averages the loss terms but logs no gradient norms."""
+    history = [
+        {
+            "step": 10,
+            "loss": 2.0,
+            "mlm_loss": 6.8,
+            "triplet_loss": 0.15,
+            "grad_norm_mlm": 1.2,
+            "grad_norm_triplet": 0.6,
+        },
+        {
+            "step": 20,
+            "loss": 6.0,
+            "mlm_loss": 6.1,
+            "triplet_loss": 0.12,
+            "grad_norm_mlm": 4.5,
+            "grad_norm_triplet": 0.3,
+        },
+        {"step": 20, "train_loss": 5.0, "mlm_loss": 6.4, "triplet_loss": 0.13},
+    ]
+    assert first_and_last_terms(history) == {
+        "mlm_loss": [6.8, 6.1],
+        "triplet_loss": [0.15, 0.12],
+        "grad_norm_mlm": [1.2, 4.5],
+        "grad_norm_triplet": [0.6, 0.3],
+    }
+    without_norms = [
+        {key: value for key, value in entry.items() if "grad_norm" not in key} for entry in history
+    ]
+    assert first_and_last_terms(without_norms) == {"mlm_loss": [6.8, 6.4], "triplet_loss": [0.15, 0.13]}
 
 
 def test_unknown_study_key_rejected(tmp_path):
