@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import hashlib
 import os
 import statistics
 import time
@@ -58,7 +57,6 @@ BENCHMARKS = {
     "wines": ("data/wines/winemag-sample-5811.csv", "data/wines/proxy-annotations-100-seeds.csv", 128),
     "debian": ("data/debian/debian-packages-4000.csv", "data/debian/debtags-annotations-100-seeds.csv", 256),
 }
-TOKENS_PER_CHUNK = 4096  # texts tokenized at a time by the digest keying, as the guide does
 TEXTS_AT_A_MILLION_ITEMS = 2_000_000
 
 
@@ -81,6 +79,8 @@ def synthetic_token_ids(texts: int, tokens: int, seed: int) -> list[list[int]]:
 
 def key_texts(method: str, texts: int, tokens: int) -> dict:
     """Files ``texts`` synthetic texts as the guide cache would, with one way of keying."""
+    from metricbert_trainer.metricbert.guide import KEYING_CHUNK, token_key
+
     base = current_rss_gib()
     started = time.perf_counter()
     rows: dict = {}
@@ -89,11 +89,10 @@ def key_texts(method: str, texts: int, tokens: int) -> dict:
         rows = {tuple(ids): row for row, ids in enumerate(token_ids)}
         del token_ids
     else:  # the guide's keying: 128-bit digests, tokenized in chunks
-        for start in range(0, texts, TOKENS_PER_CHUNK):
-            chunk = synthetic_token_ids(min(TOKENS_PER_CHUNK, texts - start), tokens, seed=start)
+        for start in range(0, texts, KEYING_CHUNK):
+            chunk = synthetic_token_ids(min(KEYING_CHUNK, texts - start), tokens, seed=start)
             for row, ids in enumerate(chunk, start):
-                digest = hashlib.blake2b(np.asarray(ids, dtype=np.int64).tobytes(), digest_size=16)
-                rows[digest.digest()] = row
+                rows[token_key(ids)] = row
     seconds = time.perf_counter() - started
     gc.collect()
     return {
@@ -286,61 +285,39 @@ def run_search(arguments: argparse.Namespace) -> None:
 
 
 def time_epoch_parts(max_length: int, precision: str, steps: int) -> dict:
-    import dataclasses
     import tempfile
 
     from step_timer import StepTimer
-    from transformers import AutoTokenizer
-    from versus_sentence_transformers import time_guide_cache
+    from versus_sentence_transformers import BATCH_SIZE, BF16, FP32, our_trainer, time_guide_cache
 
-    from metricbert_trainer.base.modeling import load_masked_lm, resolve_model_name
     from metricbert_trainer.data.catalog import load_catalog
-    from metricbert_trainer.metricbert.config import MetricBertConfig
-    from metricbert_trainer.metricbert.trainer import MetricBertTrainer
-    from metricbert_trainer.scripts.arguments import DataArguments, ModelArguments, parse_recipe_args
 
     warmup = 2
-    items = load_catalog(REPO_ROOT / BENCHMARKS["debian"][0]).dataset.shuffle(seed=0)
+    catalog = REPO_ROOT / BENCHMARKS["debian"][0]
+    items = load_catalog(catalog).dataset.shuffle(seed=0).select(range(BATCH_SIZE * (warmup + steps)))
+    overrides = [
+        "--catalog",
+        str(catalog),
+        "--eval_on_start",
+        "false",
+        "--mlm_head_warmup_steps",  # a fixed cost, timed in docs/scale_out.md's warm-up row
+        "0",
+        *(BF16 if precision == "bf16" else FP32),
+    ]
+    timer = StepTimer()
     with tempfile.TemporaryDirectory() as output_dir:
-        model_args, _, args = parse_recipe_args(
-            (ModelArguments, DataArguments, MetricBertConfig),
-            [
-                "--config",
-                str(REPO_ROOT / "recipes/catalog/minilm.yaml"),
-                "--catalog",
-                str(REPO_ROOT / BENCHMARKS["debian"][0]),
-                "--output_dir",
-                output_dir,
-                *(
-                    ["--bf16", "true", "--use_cpu", "true"]
-                    if precision == "bf16"
-                    else ["--cpu_bf16", "false"]
-                ),
-            ],
-        )
-        args = dataclasses.replace(
-            args,
+        trainer = our_trainer(
+            str(REPO_ROOT / "recipes/catalog/minilm.yaml"),
+            overrides,
+            items,
+            warmup + steps,
+            output_dir,
+            timer,
             max_length=max_length,
-            max_steps=warmup + steps,
-            save_strategy="no",
-            eval_strategy="no",
-            eval_on_start=False,
-            logging_steps=warmup + steps,
-            disable_tqdm=True,
-            mlm_head_warmup_steps=0,  # a fixed cost, timed in docs/scale_out.md's warm-up row
-        )
-        items = items.select(range(args.per_device_train_batch_size * (warmup + steps)))
-        path = resolve_model_name(model_args.model_name_or_path)
-        timer = StepTimer()
-        trainer = MetricBertTrainer(
-            model=load_masked_lm(path),
-            args=args,
-            train_dataset=items,
-            processing_class=AutoTokenizer.from_pretrained(path),
-            callbacks=[timer],
         )
         cache = time_guide_cache(trainer)
         trainer.train()
+    args = trainer.args
     return {
         "precision": "bf16" if args.bf16 else "fp32",
         "step_seconds": statistics.median(timer.durations[warmup:]),

@@ -37,6 +37,7 @@ from datasets import Dataset
 from step_timer import StepTimer
 from transformers import AutoTokenizer
 
+from metricbert_trainer.base.config import cpu_flags
 from metricbert_trainer.base.modeling import DEFAULT_MODEL, load_masked_lm, resolve_model_name
 from metricbert_trainer.data.catalog import load_catalog
 from metricbert_trainer.evaluation.encoding import encode_texts
@@ -127,7 +128,13 @@ OURS = [
 
 
 def our_trainer(
-    config_path: str, overrides: list[str], items: Dataset, steps: int, output_dir: str, timer: StepTimer
+    config_path: str,
+    overrides: list[str],
+    items: Dataset,
+    steps: int,
+    output_dir: str,
+    timer: StepTimer,
+    max_length: int = MAX_LENGTH,
 ):
     model_args, data_args, args = parse_recipe_args(
         (ModelArguments, DataArguments, MetricBertConfig),
@@ -136,7 +143,7 @@ def our_trainer(
     args = dataclasses.replace(
         args,
         per_device_train_batch_size=BATCH_SIZE,
-        max_length=MAX_LENGTH,
+        max_length=max_length,
         max_steps=steps,
         save_strategy="no",
         eval_strategy="no",
@@ -336,16 +343,6 @@ def run_encoding(arguments: argparse.Namespace) -> None:
     print("| encoder | texts/s | ratio to ST |\n|---|---:|---:|")
     for label, rate in rates.items():
         print(f"| {label} | {rate:.1f} | {rate / baseline:.2f} |")
-
-
-def cpu_flags() -> set[str]:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as handle:
-            return set(
-                next((line.split(":", 1)[1].split() for line in handle if line.startswith("flags")), [])
-            )
-    except OSError:
-        return set()
 
 
 def cpu_name() -> str:

@@ -18,15 +18,20 @@ from metricbert_trainer.base.parameter_docs import documented_parameters
 from metricbert_trainer.publishing.model_card import is_local_path
 
 
-def cpu_trains_faster_in_bf16() -> bool:
-    """Whether bf16 autocast speeds training up on this CPU (``bf16_pays_on`` its /proc/cpuinfo
-    flags); False where that file does not exist."""
+def cpu_flags() -> set[str]:
+    """This CPU's feature flags from /proc/cpuinfo; empty where that file does not exist."""
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as handle:
-            flags = next((line.split(":", 1)[1].split() for line in handle if line.startswith("flags")), [])
+            return set(
+                next((line.split(":", 1)[1].split() for line in handle if line.startswith("flags")), [])
+            )
     except OSError:
-        return False
-    return bf16_pays_on(set(flags))
+        return set()
+
+
+def cpu_trains_faster_in_bf16() -> bool:
+    """Whether bf16 autocast speeds training up on this CPU (``bf16_pays_on`` its flags)."""
+    return bf16_pays_on(cpu_flags())
 
 
 def bf16_pays_on(cpu_flags: set[str]) -> bool:

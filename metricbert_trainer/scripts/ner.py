@@ -11,11 +11,9 @@ from pathlib import Path
 
 from transformers import AutoTokenizer, set_seed
 
-from metricbert_trainer.base.distributed import process_group_closed_at_exit
 from metricbert_trainer.base.modeling import resolve_model_name
 from metricbert_trainer.base.parameter_docs import documented_parameters
 from metricbert_trainer.data.lengths import resolve_max_length
-from metricbert_trainer.errors import report_usage_errors
 from metricbert_trainer.ner.config import NerConfig
 from metricbert_trainer.ner.dataset import load_tagged_catalog
 from metricbert_trainer.ner.evaluator import TaggingEvaluator
@@ -25,7 +23,12 @@ from metricbert_trainer.publishing.model_card import ModelCardInfo
 from metricbert_trainer.scripts.arguments import ModelArguments, parse_recipe_args
 from metricbert_trainer.scripts.output_lock import output_folder_lock
 from metricbert_trainer.scripts.preflight import check_schedule, check_tagging_arguments
-from metricbert_trainer.scripts.train import TrainingRun, configure_logging, warn_if_cores_idle
+from metricbert_trainer.scripts.train import (
+    TrainingRun,
+    configure_logging,
+    run_entry_point,
+    warn_if_cores_idle,
+)
 
 
 @documented_parameters(
@@ -101,8 +104,7 @@ def main(args: Sequence[str] | None = None, default_config: str | Path | None = 
 
 def run_ner_recipe(default_config: str | Path) -> TrainingRun:
     """The NER recipe script's entry point, as ``scripts.train.run_recipe`` is the others'."""
-    with process_group_closed_at_exit():
-        return report_usage_errors(lambda argv: main(argv, default_config=default_config))
+    return run_entry_point(lambda argv: main(argv, default_config=default_config))
 
 
 def train_ner(

@@ -5,8 +5,9 @@ budget), and named ``variants``, each a set of overrides; ``family`` names the t
 (``metricbert`` by default, or ``recobert``: ``scripts.train.FAMILIES``) and ``results`` the file
 its runs go to. Every run appends one JSON line (variant, seed, overrides, metrics, first and
 last logged loss terms, wall time) to that file, so an interrupted study resumes where it stopped
-and every reported figure traces back to a line. A variant named ``zero_shot`` (or ``zero_shot_<anything>``, e.g. at another
-``max_length``) is the starting model, ranked without training.
+and every reported figure traces back to a line. A variant named ``zero_shot`` (or
+``zero_shot_<anything>``, e.g. at another ``max_length``) is the starting model, ranked without
+training.
 """
 
 from __future__ import annotations
@@ -76,8 +77,7 @@ class Study:
             variants,
             data.get("shared") or {},
             data.get("labels") or {},
-            family=data.get("family", "metricbert"),
-            results=data.get("results"),
+            **{key: data[key] for key in ("family", "results") if key in data},
         )
 
     @property

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -50,8 +50,11 @@ TRAINERS: dict[type[CatalogTrainerConfig], type[CatalogTrainer]] = {
     MetricBertConfig: MetricBertTrainer,
     RecoBertConfig: RecoBertTrainer,
 }
-# The config class each family's name stands for, in study files (``family: recobert``).
-FAMILIES: dict[str, type[CatalogTrainerConfig]] = {"metricbert": MetricBertConfig, "recobert": RecoBertConfig}
+# The config class each family's name stands for, in study files (``family: recobert``): the
+# registered config's name without "Config", lower case.
+FAMILIES: dict[str, type[CatalogTrainerConfig]] = {
+    config.__name__.removesuffix("Config").lower(): config for config in TRAINERS
+}
 
 logger = logging.getLogger(__name__)
 
@@ -76,13 +79,17 @@ def main(
 def run_recipe(
     default_config: str | Path, config_class: type[CatalogTrainerConfig] = MetricBertConfig
 ) -> TrainingRun:
-    """A recipe script's entry point: its command line over ``default_config`` (a ``--config``
-    given there wins), a mistake in it reported in one line without a traceback, the launch's
-    process group closed before the process exits."""
+    """A recipe script's entry point (``run_entry_point``): its command line over
+    ``default_config`` (a ``--config`` given there wins)."""
+    return run_entry_point(lambda argv: main(argv, default_config=default_config, config_class=config_class))
+
+
+def run_entry_point(main: Callable[[Sequence[str]], TrainingRun]) -> TrainingRun:
+    """What every recipe script's process runs once: ``main`` on the command line, a mistake in it
+    reported in one line (``report_usage_errors``), the launch's process group closed before the
+    process exits (``process_group_closed_at_exit``)."""
     with process_group_closed_at_exit():
-        return report_usage_errors(
-            lambda argv: main(argv, default_config=default_config, config_class=config_class)
-        )
+        return report_usage_errors(main)
 
 
 def trainer_class_for(training_args: CatalogTrainerConfig) -> type[CatalogTrainer]:
