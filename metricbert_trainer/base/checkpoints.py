@@ -15,7 +15,9 @@ import os
 import shutil
 from pathlib import Path
 
-from transformers.trainer_utils import get_last_checkpoint
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, get_last_checkpoint, rotate_checkpoints
+
+from metricbert_trainer.base.modeling import masked_lm_location
 
 logger = logging.getLogger(__name__)
 
@@ -92,3 +94,77 @@ def checkpoint_to_resume(value: str | bool | None, output_dir: str | os.PathLike
             f"Pass a checkpoint-N folder, or 'last' for the newest one in output_dir."
         )
     return str(path)
+
+
+class StagedCheckpoints:
+    """The checkpointing a ``Trainer`` subclass gets by deriving from this first: checkpoints
+    staged and published by one rename, ``resume_from_checkpoint="last"``, and weights read from
+    the ``masked_lm/`` subfolder of the saved layout (``publishing.saved_layout``).
+
+    Each override below is one transformers gives no public hook for; the line above it says why.
+    """
+
+    def train(self, resume_from_checkpoint: str | bool | None = None, trial=None, **kwargs):
+        """``Trainer.train``; ``resume_from_checkpoint="last"`` resumes from the newest complete
+        checkpoint in ``output_dir`` when there is one (``checkpoint_to_resume``)."""
+        checkpoint = checkpoint_to_resume(resume_from_checkpoint, self.args.output_dir)
+        if checkpoint is not None and self.is_deepspeed_enabled and not self.args.allow_pickled_checkpoints:
+            raise ValueError(
+                f"Resuming the DeepSpeed checkpoint {checkpoint} unpickles its optimizer files, and a pickle can run "
+                "any code. Set allow_pickled_checkpoints (--allow_pickled_checkpoints) if you wrote it yourself."
+            )
+        return super().train(resume_from_checkpoint=checkpoint, trial=trial, **kwargs)
+
+    def _weights_folder(self, checkpoint: str) -> str:
+        """Where transformers reads a checkpoint's model weights from: its ``masked_lm/`` subfolder,
+        except for DeepSpeed and FSDP, which read their own files at the top."""
+        if self.is_deepspeed_enabled or self.is_fsdp_enabled:
+            return checkpoint
+        return masked_lm_location(checkpoint)
+
+    # Override: transformers reads the weights at the checkpoint's top; the layout keeps them in masked_lm/.
+    def _load_from_checkpoint(self, resume_from_checkpoint: str, model=None) -> None:
+        super()._load_from_checkpoint(self._weights_folder(resume_from_checkpoint), model)
+
+    # Override: the same for the best checkpoint loaded at the end (load_best_model_at_end).
+    def _load_best_model(self) -> None:
+        best = self.state.best_model_checkpoint
+        self.state.best_model_checkpoint = self._weights_folder(best)
+        try:
+            super()._load_best_model()
+        finally:
+            self.state.best_model_checkpoint = best
+
+    # Override: while a checkpoint is saved, transformers' run folder is the staging folder.
+    def _get_output_dir(self, trial) -> str:
+        run_dir = super()._get_output_dir(trial)
+        return str(staging_folder(run_dir)) if getattr(self, "_staging_checkpoint", False) else run_dir
+
+    # Override: transformers writes checkpoint-N in place; here it is staged, then published whole.
+    def _save_checkpoint(self, model, trial) -> None:
+        run_dir = self._get_output_dir(trial)
+        name = f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
+        if self.args.should_save:
+            discard_staged(run_dir, name)
+        self.accelerator.wait_for_everyone()
+        self._staging_checkpoint = True
+        try:
+            super()._save_checkpoint(model, trial)
+        finally:
+            self._staging_checkpoint = False
+        self.accelerator.wait_for_everyone()
+        # transformers recorded the best checkpoint where it was written; it is read where it is published.
+        best = published_path(self.state.best_model_checkpoint, run_dir)
+        recorded_staged = best != self.state.best_model_checkpoint
+        self.state.best_model_checkpoint = best
+        if self.args.should_save:
+            if recorded_staged:
+                self.state.save_to_json(str(staging_folder(run_dir) / name / TRAINER_STATE_FILE))
+            publish_staged(run_dir, name)
+            rotate_checkpoints(
+                output_dir=run_dir,
+                save_total_limit=self.args.save_total_limit,
+                best_model_checkpoint=best,
+                use_mtime=True,
+            )
+        self.accelerator.wait_for_everyone()

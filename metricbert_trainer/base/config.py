@@ -164,7 +164,7 @@ class CatalogTrainerConfig(TrainingArguments):
     # Defaults that differ from TrainingArguments': the collator needs the text columns, and a
     # progress log every few steps is what a user watching the loss terms wants.
     remove_unused_columns: bool = field(
-        default=False, metadata={"help": "Kept False: the collator reads the text columns itself."}
+        default=False, metadata={"help": "Must stay false: the collator reads the text columns itself."}
     )
     logging_steps: float = field(default=10, metadata={"help": "Log the loss terms every X update steps."})
 
@@ -197,6 +197,10 @@ class CatalogTrainerConfig(TrainingArguments):
         super().__post_init__()
         # Every trainer config's own options: Enum values and the ranges of option_ranges.
         check_options(self, CatalogTrainerConfig)
+        if self.remove_unused_columns:
+            raise ValueError(
+                "remove_unused_columns would drop the text columns the collator reads: leave it false."
+            )
         if self.mlm_weight > 0 and self.mlm_probability == 0:
             raise ValueError("mlm_weight > 0 needs masked tokens: set mlm_probability > 0, or mlm_weight: 0.")
         if self.nonfinite_loss not in NONFINITE_LOSS_ACTIONS:

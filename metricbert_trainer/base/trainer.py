@@ -19,45 +19,26 @@ from pathlib import Path
 
 import torch
 from transformers import AutoTokenizer, PreTrainedModel, Trainer, TrainingArguments
-from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, get_last_checkpoint, rotate_checkpoints
+from transformers.trainer_utils import get_last_checkpoint
 
-from metricbert_trainer.base.checkpoints import (
-    TRAINER_STATE_FILE,
-    checkpoint_to_resume,
-    discard_staged,
-    publish_staged,
-    published_path,
-    staging_folder,
-)
+from metricbert_trainer.base.checkpoints import StagedCheckpoints
 from metricbert_trainer.base.collator import batch_slots, count_truncated
 from metricbert_trainer.base.config import CatalogTrainerConfig
 from metricbert_trainer.base.distributed import mean_by_name_across_processes
 from metricbert_trainer.base.fsdp2 import shard_with_tied_parameters_together
-from metricbert_trainer.base.modeling import (
-    freeze_mlm_head,
-    load_masked_lm,
-    masked_lm_location,
-    resolve_model_name,
-    whole_copy,
-)
+from metricbert_trainer.base.modeling import freeze_mlm_head, load_masked_lm, resolve_model_name, whole_copy
 from metricbert_trainer.base.weight_ensembling import blend_with_start
 from metricbert_trainer.data.annotations import Annotations
 from metricbert_trainer.data.catalog import Catalog, degenerate_text_warnings
 from metricbert_trainer.data.lengths import resolve_max_length
 from metricbert_trainer.evaluation.evaluator import RankingEvaluator, describe_evaluator
-from metricbert_trainer.publishing.model_card import (
-    CardMethod,
-    ModelCardInfo,
-    render_model_card,
-    usage_examples,
-)
-from metricbert_trainer.publishing.plots import plot_loss_terms
+from metricbert_trainer.publishing.callbacks import PublishingCallback, default_publishing_callbacks
+from metricbert_trainer.publishing.model_card import CardMethod, ModelCardInfo, usage_examples
 from metricbert_trainer.publishing.saved_layout import (
     copy_masked_lm,
     has_masked_lm_checkpoint,
     split_encoder_and_masked_lm,
 )
-from metricbert_trainer.publishing.sentence_transformers_files import write_sentence_transformers_files
 
 ModelEvaluator = Callable[[PreTrainedModel, object], dict[str, float]]
 
@@ -72,7 +53,7 @@ class NonFiniteLossError(FloatingPointError):
     """A training step's loss was NaN or infinite (``nonfinite_loss: stop``)."""
 
 
-class CatalogTrainer(Trainer):
+class CatalogTrainer(StagedCheckpoints, Trainer):
     """A ``Trainer`` over catalog items with per-term logging and ranking evaluation.
 
     ``fields`` names the catalog's text columns in order (title first). Values passed to
@@ -82,9 +63,12 @@ class CatalogTrainer(Trainer):
     ``eval_mpr``, ``eval_mrr``, ``eval_hr@10``, ... so ``metric_for_best_model``,
     ``load_best_model_at_end`` and early stopping work on ranking quality.
 
-    Faults lose nothing: checkpoints are published whole or not at all (``checkpoints``),
-    ``resume_from_checkpoint="last"`` restarts a killed run where it stopped, and a step whose
-    loss is not finite stops the run or is skipped and counted (``nonfinite_loss``).
+    Faults lose nothing: checkpoints are published whole or not at all, and
+    ``resume_from_checkpoint="last"`` restarts a killed run where it stopped
+    (``checkpoints.StagedCheckpoints``); a step whose loss is not finite stops the run or is
+    skipped and counted (``nonfinite_loss``). Every saved folder gets the publishing jobs'
+    files (``publishing.callbacks``: model card, sentence-transformers files, loss plot), which
+    are callbacks a user can drop or add to.
     """
 
     # Whether the recipes hold items out for label-free model selection (label_free): its signals
@@ -126,6 +110,7 @@ class CatalogTrainer(Trainer):
     ) -> None:
         model, args, processing_class = self.resolve_model_and_args(model, args, processing_class)
         self.fields = tuple(fields)
+        self.prepare_objective(model, args)
         # The names of an item's two texts in a batch (collator.batch_slots).
         self.batch_fields = batch_slots(self.fields)
         self.model_card_info = model_card_info or ModelCardInfo(text_fields=self.fields)
@@ -145,7 +130,6 @@ class CatalogTrainer(Trainer):
             data_collator = self.build_collator(processing_class, args)
         self.ranking_evaluator = ranking_evaluator
         self.nonfinite_losses_skipped = 0
-        self._staging_checkpoint = False
         self._metrics: dict[str, dict[str, list[float]]] = {
             "train": defaultdict(list),
             "eval": defaultdict(list),
@@ -167,6 +151,9 @@ class CatalogTrainer(Trainer):
             )
         finally:
             args.eval_strategy = eval_strategy
+        for job in default_publishing_callbacks(self.sentence_encoder):
+            if not any(isinstance(callback, type(job)) for callback in self.callback_handler.callbacks):
+                self.add_callback(job)
         if args.nonfinite_loss == "skip" and self.is_deepspeed_enabled:
             raise ValueError(
                 "nonfinite_loss=skip cannot be honoured under DeepSpeed, whose engine steps the optimizer inside "
@@ -235,6 +222,10 @@ class CatalogTrainer(Trainer):
             args = cls.config_class(output_dir=f"{name}-{method}")
         return model, args, processing_class
 
+    def prepare_objective(self, model: PreTrainedModel, args: TrainingArguments) -> None:
+        """Sets up what the family's ``compute_loss`` needs (its loss, the model's extra forward, a
+        frozen guide), once the model and args are resolved and before ``Trainer`` wraps them."""
+
     def build_collator(self, tokenizer, args: TrainingArguments):
         """The collator used when none is passed: it turns catalog items into the model's inputs."""
         raise NotImplementedError(
@@ -257,11 +248,6 @@ class CatalogTrainer(Trainer):
         """Markdown appended to the model card, saying which objective trained the checkpoint."""
         return ""
 
-    def _set_signature_columns_if_needed(self) -> None:
-        # The model's forward does not name the text columns; keep them for the collator.
-        if self._signature_columns is None:
-            self._signature_columns = list(self.fields)
-
     def create_model_card(self, model_name: str | None = None, **kwargs) -> None:
         """Writes the model card to the output folder (``push_to_hub`` calls this before uploading).
 
@@ -272,28 +258,15 @@ class CatalogTrainer(Trainer):
             self.write_publishing_files(self.args.output_dir, model_name=model_name)
 
     def write_publishing_files(self, folder: str | Path, model_name: str | None = None) -> None:
-        """What makes ``folder`` a publishable model beside its weights: the sentence-transformers
-        files, the model card and the plot of the loss terms."""
-        folder = Path(folder)
-        if self.sentence_encoder:
-            config = self.accelerator.unwrap_model(self.model).config
-            write_sentence_transformers_files(
-                folder, hidden_size=config.hidden_size, max_seq_length=self.args.max_length
-            )
-        repo_id = (self.hub_model_id or self.args.hub_model_id) if self.args.push_to_hub else None
-        name = model_name or (repo_id or Path(self.args.output_dir).resolve().name).split("/")[-1]
-        card = render_model_card(
-            info=self.model_card_info,
-            model_name=name,
-            method=self.card_method,
-            repo_id=repo_id,
-            objective_section=self.objective_card_section(),
-            hyperparameters=self.card_hyperparameters(),
-            log_history=self.state.log_history,
-            trainer_tags=list(self._tag_names),
-        )
-        (folder / "README.md").write_text(card, encoding="utf-8")
-        plot_loss_terms(self.state.log_history, folder / "loss_terms.png")
+        """What makes ``folder`` a publishable model beside its weights: the files of every
+        publishing callback (``publishing.callbacks``)."""
+        for callback in self.callback_handler.callbacks:
+            if isinstance(callback, PublishingCallback):
+                callback.on_model_folder(Path(folder), self, model_name=model_name)
+
+    def model_tags(self) -> list[str]:
+        """The Hub tags the model asks for (transformers' ``_tag_names``), for the card."""
+        return list(self._tag_names)
 
     def card_hyperparameters(self) -> dict[str, object]:
         """The training settings a model card lists (the objective's own are in its section)."""
@@ -319,9 +292,9 @@ class CatalogTrainer(Trainer):
             "seed": args.seed,
         }
 
+    # Override: every save (checkpoints and the final model) gets the saved layout and the
+    # publishing files, so any folder loads with sentence-transformers and says how it was trained.
     def _save(self, output_dir: str | None = None, state_dict=None) -> None:
-        # Every save (checkpoints and the final model) gets the publishing files, so any folder
-        # loads with sentence-transformers and says how it was trained.
         super()._save(output_dir, state_dict=state_dict)
         if not self.args.should_save:
             return
@@ -334,34 +307,10 @@ class CatalogTrainer(Trainer):
         (folder / TRAINING_ARGUMENTS_FILE).write_text(self.args.to_json_string(), encoding="utf-8")
         self.write_publishing_files(folder)
 
-    def _weights_folder(self, checkpoint: str) -> str:
-        """Where transformers reads a checkpoint's model weights from: its ``masked_lm/`` subfolder
-        (``saved_layout``), except for DeepSpeed and FSDP, which read their own files at the top."""
-        if self.is_deepspeed_enabled or self.is_fsdp_enabled:
-            return checkpoint
-        return masked_lm_location(checkpoint)
-
-    def _load_from_checkpoint(self, resume_from_checkpoint: str, model=None) -> None:
-        super()._load_from_checkpoint(self._weights_folder(resume_from_checkpoint), model)
-
-    def _load_best_model(self) -> None:
-        best = self.state.best_model_checkpoint
-        self.state.best_model_checkpoint = self._weights_folder(best)
-        try:
-            super()._load_best_model()
-        finally:
-            self.state.best_model_checkpoint = best
-
     def train(self, resume_from_checkpoint: str | bool | None = None, trial=None, **kwargs):
-        """``Trainer.train``; ``resume_from_checkpoint="last"`` resumes from the newest complete
-        checkpoint in ``output_dir`` when there is one (``checkpoints.checkpoint_to_resume``)."""
-        checkpoint = checkpoint_to_resume(resume_from_checkpoint, self.args.output_dir)
-        if checkpoint is not None and self.is_deepspeed_enabled and not self.args.allow_pickled_checkpoints:
-            raise ValueError(
-                f"Resuming the DeepSpeed checkpoint {checkpoint} unpickles its optimizer files, and a pickle can run "
-                "any code. Set allow_pickled_checkpoints (--allow_pickled_checkpoints) if you wrote it yourself."
-            )
-        output = super().train(resume_from_checkpoint=checkpoint, trial=trial, **kwargs)
+        """``Trainer.train`` (resuming as ``StagedCheckpoints`` does), then the blend with the
+        starting weights that ``trained_weight_share`` asks for."""
+        output = super().train(resume_from_checkpoint=resume_from_checkpoint, trial=trial, **kwargs)
         if self.starting_encoder is not None:
             share = self.args.trained_weight_share
             blend_with_start(self.model.base_model, self.starting_encoder, share)
@@ -382,40 +331,6 @@ class CatalogTrainer(Trainer):
     def starting_encoder_copy(self, model: PreTrainedModel) -> torch.nn.Module:
         """A whole, frozen copy of the encoder before training, for ``trained_weight_share``."""
         return whole_copy(model.base_model).requires_grad_(False)
-
-    def _get_output_dir(self, trial) -> str:
-        run_dir = super()._get_output_dir(trial)
-        return str(staging_folder(run_dir)) if self._staging_checkpoint else run_dir
-
-    def _save_checkpoint(self, model, trial) -> None:
-        # transformers' checkpointing, writing under the staging folder (``_get_output_dir``),
-        # then published by one rename once every process has written its part.
-        run_dir = self._get_output_dir(trial)
-        name = f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
-        if self.args.should_save:
-            discard_staged(run_dir, name)
-        self.accelerator.wait_for_everyone()
-        self._staging_checkpoint = True
-        try:
-            super()._save_checkpoint(model, trial)
-        finally:
-            self._staging_checkpoint = False
-        self.accelerator.wait_for_everyone()
-        # transformers recorded the best checkpoint where it was written; it is read where it is published.
-        best = published_path(self.state.best_model_checkpoint, run_dir)
-        recorded_staged = best != self.state.best_model_checkpoint
-        self.state.best_model_checkpoint = best
-        if self.args.should_save:
-            if recorded_staged:
-                self.state.save_to_json(str(staging_folder(run_dir) / name / TRAINER_STATE_FILE))
-            publish_staged(run_dir, name)
-            rotate_checkpoints(
-                output_dir=run_dir,
-                save_total_limit=self.args.save_total_limit,
-                best_model_checkpoint=best,
-                use_mtime=True,
-            )
-        self.accelerator.wait_for_everyone()
 
     def training_step(self, model, inputs, num_items_in_batch=None) -> torch.Tensor:
         loss = super().training_step(model, inputs, num_items_in_batch)
@@ -451,9 +366,9 @@ class CatalogTrainer(Trainer):
         )
         return loss
 
+    # Override: transformers copies only the weights and config from the checkpoint to the output
+    # folder before uploading it; the publishing files and the masked-LM model must be there too.
     def _push_from_checkpoint(self, checkpoint_folder: str) -> None:
-        # transformers copies only the weights and config from the checkpoint to the output folder
-        # before uploading it; the card and the sentence-transformers files must be there too.
         if self.is_world_process_zero():
             self.write_publishing_files(self.args.output_dir)
             copy_masked_lm(checkpoint_folder, self.args.output_dir)

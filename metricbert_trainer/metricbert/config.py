@@ -52,6 +52,11 @@ from metricbert_trainer.metricbert.losses.mining import Anchors, Mining, Negativ
             "distill_weighting",
             "distill_confidence_power",
         ),
+        "The hybrid teacher": (
+            "teacher_weight",
+            "teacher_tfidf_weight",
+            "teacher_temperature",
+        ),
         "The MLM term": (
             "mlm_head_warmup_steps",
             "mlm_head_warmup_learning_rate",
@@ -228,6 +233,22 @@ class MetricBertConfig(CatalogTrainerConfig):
             "plain probability (the study that chose it: docs/quality.md)."
         },
     )
+    teacher_weight: float = field(
+        default=0.0,
+        metadata={
+            "help": "Weight of the hybrid-teacher term (losses.teacher): each batch's item-to-item ranking under "
+            "the student's Metric_Inf distilled from the frozen starting model fused with TF-IDF, the ranking "
+            "evaluate and recommend use; logged as teacher_loss. 0 leaves it out."
+        },
+    )
+    teacher_tfidf_weight: float = field(
+        default=0.2,
+        metadata={"help": "TF-IDF's weight in the teacher's fusion, as the hybrid ranking's --tfidf-weight."},
+    )
+    teacher_temperature: float = field(
+        default=0.5,
+        metadata={"help": "Temperature of the teacher term's softmaxes over standardised distances."},
+    )
     mlm_head_warmup_steps: int = field(
         default=0,
         metadata={
@@ -266,6 +287,9 @@ class MetricBertConfig(CatalogTrainerConfig):
         "margin": at_least(0),
         "triplet_weight": at_least(0),
         "distill_weight": at_least(0),
+        "teacher_weight": at_least(0),
+        "teacher_tfidf_weight": within(0, 1),
+        "teacher_temperature": above(0),
         "false_negative_margin": within(0, 1, high_open=True),
         "distill_confidence_power": above(0),
         "distill_temperature": above(0),
@@ -294,6 +318,7 @@ class MetricBertConfig(CatalogTrainerConfig):
             "triplet_weight": self.triplet_weight,
             **super().loss_weights(),
             "distill_weight": self.distill_weight,
+            "teacher_weight": self.teacher_weight,
         }
 
     def in_batch_term(self) -> str | None:
@@ -301,9 +326,10 @@ class MetricBertConfig(CatalogTrainerConfig):
         return "triplet_weight" if self.triplet_weight > 0 else None
 
     def loss_config(self) -> dict[str, object]:
-        """The loss settings a model card records."""
+        """The loss settings a model card records beside the built loss's own
+        (``InBatchLoss.get_config_dict``, which the trainer adds)."""
         return {
-            **build_loss(self).get_config_dict(),
+            "objective": Objective(self.objective).value,
             "triplet_weight": self.triplet_weight,
             "mlm_weight": self.mlm_weight,
             "mlm_probability": self.mlm_probability,
@@ -315,6 +341,9 @@ class MetricBertConfig(CatalogTrainerConfig):
             "distill_within_field": self.distill_within_field,
             "distill_weighting": self.distill_weighting.value,
             "distill_confidence_power": self.distill_confidence_power,
+            "teacher_weight": self.teacher_weight,
+            "teacher_tfidf_weight": self.teacher_tfidf_weight,
+            "teacher_temperature": self.teacher_temperature,
             "pooling_input": self.pooling_input.value,
             "false_negative_filter": self.false_negative_filter,
             "false_negative_margin": self.false_negative_margin,

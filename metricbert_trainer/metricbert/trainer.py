@@ -10,6 +10,7 @@ from torch.utils.data import DataLoader
 from transformers import PreTrainedModel
 
 from metricbert_trainer.base.checkpoints import checkpoint_to_resume
+from metricbert_trainer.base.collator import field_inputs, unmasked
 from metricbert_trainer.base.distributed import gather_with_grad, share_of_global_mean, world_size
 from metricbert_trainer.base.gradient_norms import term_gradient_norms
 from metricbert_trainer.base.trainer import CatalogTrainer
@@ -23,7 +24,9 @@ from metricbert_trainer.metricbert.losses.distillation import (
     guide_positive_confidence,
     relational_distillation,
 )
+from metricbert_trainer.metricbert.losses.teacher import hybrid_teacher_distillation
 from metricbert_trainer.metricbert.mlm_warmup import MlmHeadWarmup, warm_up_mlm_head
+from metricbert_trainer.metricbert.token_tfidf import TokenTfidf
 from metricbert_trainer.publishing.model_card import CardMethod
 
 logger = logging.getLogger(__name__)
@@ -72,8 +75,8 @@ class MetricBertTrainer(CatalogTrainer):
         loss: InBatchLoss | None = None,
         **kwargs,
     ) -> None:
-        """Builds the loss (unless given) and the false-negative guide from ``args``, then
-        ``CatalogTrainer``.
+        """``CatalogTrainer`` with MetricBERT's objective: the loss (unless given) and the
+        false-negative guide come from ``args`` (``prepare_objective``).
 
         Args:
             model: an ``AutoModelForMaskedLM`` or its Hub id or folder (loaded with its tokenizer).
@@ -95,21 +98,9 @@ class MetricBertTrainer(CatalogTrainer):
             >>> trainer = MetricBertTrainer("sentence-transformers/all-MiniLM-L6-v2", train_dataset=catalog.dataset)
             >>> trainer.train()
         """
-        model, args, processing_class = self.resolve_model_and_args(
-            model, args, kwargs.get("processing_class")
-        )
-        if processing_class is not None:
-            kwargs["processing_class"] = processing_class
+        self.metric_loss = loss
         self.mlm_head_warmup: MlmHeadWarmup | None = None
-        enable_metric_forward(model)
-        # One frozen starting model serves the loss's false-negative filter, the distillation
-        # guard and the diagnostics: a given loss's own guide, else one built when anything needs it.
-        self.guide = loss.guide if loss is not None else None
-        if self.guide is None and (
-            (loss is None and args.false_negative_filter) or args.guide_diagnostics or args.distill_weight > 0
-        ):
-            self.guide = StartingModelGuide(model)
-        self.metric_loss = loss if loss is not None else build_loss(args, guide=self.guide)
+        self.token_tfidf: TokenTfidf | None = None
         super().__init__(model, args, *positional, **kwargs)
         if self.args.log_gradient_norms and (
             world_size() > 1 or self.is_deepspeed_enabled or self.is_fsdp_enabled
@@ -118,6 +109,22 @@ class MetricBertTrainer(CatalogTrainer):
                 "log_gradient_norms measures the whole gradients of one process; run it without DDP, DeepSpeed "
                 "or FSDP (a measurement run on one device says the same about the balance)."
             )
+
+    def prepare_objective(self, model: PreTrainedModel, args: MetricBertConfig) -> None:
+        """The metric forward on ``model``, the false-negative guide and the loss (unless given)."""
+        enable_metric_forward(model)
+        # One frozen starting model serves the loss's false-negative filter, the distillation
+        # guard and the diagnostics: a given loss's own guide, else one built when anything needs it.
+        given = self.metric_loss
+        self.guide = given.guide if given is not None else None
+        if self.guide is None and (
+            (given is None and args.false_negative_filter)
+            or args.guide_diagnostics
+            or args.distill_weight > 0
+        ):
+            self.guide = StartingModelGuide(model)
+        if given is None:
+            self.metric_loss = build_loss(args, guide=self.guide)
 
     def starting_encoder_copy(self, model: PreTrainedModel) -> torch.nn.Module:
         """The guide's frozen encoder when there is a guide: it is the same copy, held once."""
@@ -188,6 +195,11 @@ class MetricBertTrainer(CatalogTrainer):
             terms["distill"] = args.distill_weight * distill_loss
             loss = loss + terms["distill"]
             statistics["distill_loss"] = float(distill_loss.detach())
+        if args.teacher_weight > 0:
+            teacher_loss = self._teacher_term(inputs, titles, descriptions, guide_vectors, shard)
+            terms["teacher"] = args.teacher_weight * teacher_loss
+            loss = loss + terms["teacher"]
+            statistics["teacher_loss"] = float(teacher_loss.detach())
         if guide_vectors is not None and len(metric.anchor_index):
             statistics["guide_negative_closer_rate"] = self.guide.negative_closer_rate(
                 guide_vectors, metric.anchor_index, metric.positive_index, metric.negative_index
@@ -200,6 +212,26 @@ class MetricBertTrainer(CatalogTrainer):
             statistics.update({f"grad_norm_{name}": norm for name, norm in norms.items()})
         self.record(statistics)
         return (loss, outputs) if return_outputs else loss
+
+    def _teacher_term(self, inputs, titles, descriptions, guide_vectors, shard) -> torch.Tensor:
+        """``losses.teacher``'s term: the batch's TF-IDF distances from its unmasked token ids
+        (``token_tfidf``), per field summed, beside the guide's and the student's vectors."""
+        tfidf = []
+        for name in self.batch_fields:
+            field = unmasked(field_inputs(inputs, name))
+            vectors = self.token_tfidf.vectors(name, field["input_ids"], field["attention_mask"])
+            tfidf.append(gather_with_grad(vectors, dim=0)[0] if shard is not None else vectors)
+        tfidf_distances = sum(1.0 - vectors @ vectors.T for vectors in tfidf)
+        return hybrid_teacher_distillation(
+            titles,
+            descriptions,
+            guide_vectors,
+            tfidf_distances,
+            tfidf_weight=self.args.teacher_tfidf_weight,
+            temperature=self.args.teacher_temperature,
+            distance=self.args.distance,
+            shard=shard,
+        )
 
     @property
     def current_mlm_weight(self) -> float:
@@ -215,6 +247,8 @@ class MetricBertTrainer(CatalogTrainer):
         resuming = checkpoint_to_resume(resume_from_checkpoint, self.args.output_dir) is not None
         if self.args.guide_embedding_cache and self._guide_runs_every_step() and self._draws_whole_catalog():
             self._cache_guide_embeddings()
+        if self.args.teacher_weight > 0 and self.token_tfidf is None:
+            self.token_tfidf = self._fit_token_tfidf()
         if self.args.mlm_head_warmup_steps and not resuming:
             self.mlm_head_warmup = warm_up_mlm_head(
                 self.model,
@@ -234,7 +268,9 @@ class MetricBertTrainer(CatalogTrainer):
 
     def _guide_runs_every_step(self) -> bool:
         """Whether every step needs the guide's vectors (the filter or the guard), not only logging steps."""
-        return self.guide is not None and (self.metric_loss.guide is not None or self.args.distill_weight > 0)
+        return self.guide is not None and (
+            self.metric_loss.guide is not None or self.args.distill_weight > 0 or self.args.teacher_weight > 0
+        )
 
     def _draws_whole_catalog(self) -> bool:
         """Whether the run draws at least as many items as the catalog holds: the cache's pass over
@@ -272,6 +308,17 @@ class MetricBertTrainer(CatalogTrainer):
             time.perf_counter() - started,
         )
 
+    def _fit_token_tfidf(self) -> TokenTfidf:
+        """The teacher's document frequencies, per batch slot: a two-field catalog's own fields,
+        else every field's texts for both slots (each slot's pair is drawn from any field)."""
+        columns = {name: [str(text) for text in self.train_dataset[name]] for name in self.fields}
+        if tuple(self.fields) == tuple(self.batch_fields):
+            texts = columns
+        else:
+            every = [text for column in columns.values() for text in column]
+            texts = dict.fromkeys(self.batch_fields, every)
+        return TokenTfidf.fit(self.processing_class, texts, max_length=self.args.max_length)
+
     def _warmup_loader(self) -> DataLoader:
         """This process's shard of the catalog, shuffled by the run's seed, collated like training."""
         dataset = self.train_dataset
@@ -298,9 +345,10 @@ class MetricBertTrainer(CatalogTrainer):
 
     def objective_card_section(self) -> str:
         distill = " + distill_weight * L_distill" if self.args.distill_weight > 0 else ""
+        teacher = " + teacher_weight * L_teacher" if self.args.teacher_weight > 0 else ""
         section = (
             "## MetricBERT objective\n\n"
-            f"`L = mlm_weight * L_MLM + triplet_weight * L_{self.metric_loss.name}{distill}`, with:\n\n"
+            f"`L = mlm_weight * L_MLM + triplet_weight * L_{self.metric_loss.name}{distill}{teacher}`, with:\n\n"
             + self.config_block({**self.args.loss_config(), **self.metric_loss.get_config_dict()})
         )
         if self.mlm_head_warmup is not None:

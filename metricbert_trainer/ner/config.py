@@ -75,5 +75,9 @@ class NerConfig(CatalogTrainerConfig):
         return "metric_weight" if self.metric_weight > 0 else None
 
     def loss_config(self) -> dict[str, object]:
-        """The loss settings a model card records."""
-        return {"metric_weight": self.metric_weight, **self.metric_loss().get_config_dict()}
+        """The loss settings a model card records beside the built term's own (the trainer adds them)."""
+        return {
+            "metric_weight": self.metric_weight,
+            "objective": Objective(self.objective).value,
+            "mining": Mining(self.mining).value,
+        }

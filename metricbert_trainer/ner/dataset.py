@@ -68,17 +68,7 @@ def load_tagged_catalog(
     tokens joined by spaces). ``labels`` fixes the label list (a trained model's, to evaluate it);
     by default it is made from the entity types found.
     """
-    path = Path(path)
-    if path.suffix not in (".jsonl", ".json", ".parquet"):
-        raise CatalogError(f"{path}: a tagged catalog is a .jsonl, .json or .parquet file (lists need them).")
-    if not path.exists():
-        raise CatalogError(f"{path}: no such file.")
-    frame = (
-        pd.read_parquet(path)
-        if path.suffix == ".parquet"
-        else pd.read_json(path, lines=path.suffix == ".jsonl")
-    )
-    name = str(path)
+    frame, name = _read_tagged_file(path)
     tag_columns = [spans_column] if spans_column else [tokens_column, tags_column]
     require_columns(
         frame, name, [description_column, split_column, *tag_columns], "the tagged catalog's columns"
@@ -88,21 +78,17 @@ def load_tagged_catalog(
     rows = []
     for position, row in enumerate(frame.to_dict("records")):
         where = f"{name}, row {position + 1}"
-        title = row.get(title_column)
         if spans_column:
-            spans = [_span(value, where) for value in row[spans_column]]
-            try:
-                tokens, tags = spans_to_tags(str(title), spans)
-            except TaggingError as error:
-                raise TaggingError(f"{where}: {error}") from None
+            title = str(row.get(title_column))
+            tokens, tags = _tags_from_spans(title, row[spans_column], where)
         else:
             tokens, tags = (
                 [str(token) for token in row[tokens_column]],
                 [str(tag) for tag in row[tags_column]],
             )
             check_tags(tokens, tags, where)
-            if not isinstance(title, str):
-                title = " ".join(tokens)
+            title = row.get(title_column)
+            title = title if isinstance(title, str) else " ".join(tokens)
         rows.append(
             {
                 "id": str(row[id_column]) if id_column else str(position),
@@ -120,10 +106,12 @@ def load_tagged_catalog(
     unknown = sorted(entity_types - {split_tag(label)[1] for label in labels})
     if unknown:
         raise TaggingError(f"{name}: entity types {unknown} are not among the model's labels {list(labels)}.")
-    splits = {}
-    for split in (train_split, test_split, validation_split):
-        chosen = table[table["split"] == split].drop(columns="split").reset_index(drop=True)
-        splits[split] = datasets.Dataset.from_pandas(chosen, preserve_index=False)
+    splits = {
+        split: datasets.Dataset.from_pandas(
+            table[table["split"] == split].drop(columns="split").reset_index(drop=True), preserve_index=False
+        )
+        for split in (train_split, test_split, validation_split)
+    }
     if not len(splits[test_split]):
         raise CatalogError(
             f"{name}: no item has {split_column} == {test_split!r}; the evaluation needs them."
@@ -138,6 +126,27 @@ def load_tagged_catalog(
         name,
     )
     return TaggedCatalog(splits[train_split], splits[test_split], list(labels), name, validation)
+
+
+def _read_tagged_file(path: str | Path) -> tuple[pd.DataFrame, str]:
+    """The file's table and its name for messages; tags are lists, which CSV cannot hold."""
+    path = Path(path)
+    if path.suffix not in (".jsonl", ".json", ".parquet"):
+        raise CatalogError(f"{path}: a tagged catalog is a .jsonl, .json or .parquet file (lists need them).")
+    if not path.exists():
+        raise CatalogError(f"{path}: no such file.")
+    if path.suffix == ".parquet":
+        return pd.read_parquet(path), str(path)
+    return pd.read_json(path, lines=path.suffix == ".jsonl"), str(path)
+
+
+def _tags_from_spans(title: str, values: Sequence[object], where: str) -> tuple[list[str], list[str]]:
+    """A title's words and BIO tags from its character spans, a bad span named by ``where``."""
+    spans = [_span(value, where) for value in values]
+    try:
+        return spans_to_tags(title, spans)
+    except TaggingError as error:
+        raise TaggingError(f"{where}: {error}") from None
 
 
 def _span(value: object, where: str) -> Span:

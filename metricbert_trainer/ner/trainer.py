@@ -97,16 +97,15 @@ class NerTrainer(CatalogTrainer):
             if kwargs.get("processing_class") is None:
                 kwargs["processing_class"] = AutoTokenizer.from_pretrained(resolve_model_name(model))
             model = load_tagger(model, labels)
-        model, args, processing_class = self.resolve_model_and_args(
-            model, args, kwargs.get("processing_class")
-        )
-        if processing_class is not None:
-            kwargs["processing_class"] = processing_class
-        fields = tuple(kwargs.get("fields", ("title", "description")))
-        enable_tagging_forward(model, description_field=fields[1])
-        self.label2id = dict(model.config.label2id)
-        self.metric_loss = loss if loss is not None else args.metric_loss()
+        self.metric_loss = loss
         super().__init__(model, args, *positional, **kwargs)
+
+    def prepare_objective(self, model: PreTrainedModel, args: NerConfig) -> None:
+        """The tagging forward on ``model``, its labels, and the metric term (unless given)."""
+        enable_tagging_forward(model, description_field=self.fields[1])
+        self.label2id = dict(model.config.label2id)
+        if self.metric_loss is None:
+            self.metric_loss = args.metric_loss()
 
     def build_collator(self, tokenizer, args: NerConfig) -> NerCollator:
         return NerCollator(
@@ -117,10 +116,6 @@ class NerTrainer(CatalogTrainer):
             label2id=self.label2id,
             descriptions=args.metric_weight > 0,
         )
-
-    def _set_signature_columns_if_needed(self) -> None:
-        if self._signature_columns is None:
-            self._signature_columns = ["tokens", "tags", *self.fields]
 
     def compute_loss(self, model, inputs, return_outputs: bool = False, num_items_in_batch=None):
         args: NerConfig = self.args

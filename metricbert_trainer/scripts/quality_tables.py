@@ -25,11 +25,12 @@ import argparse
 import json
 import logging
 import os
+import re
 import statistics
 import subprocess
 import sys
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import yaml
@@ -54,11 +55,17 @@ ZERO_SHOT = "MiniLM zero-shot"
 TRAINED = "default recipe"
 # Each encoder is also ranked as the hybrid evaluate and recommend use by default (evaluation.hybrid).
 HYBRID = f" + TF-IDF {DEFAULT_TFIDF_WEIGHT:g}"
-# Each trained model's gain over its start, encoder alone and in the hybrid: (gain row, trained, start).
-GAINS = (
-    (f"{TRAINED} - zero-shot", TRAINED, ZERO_SHOT),
-    (f"{TRAINED}{HYBRID} - zero-shot{HYBRID}", f"{TRAINED}{HYBRID}", f"{ZERO_SHOT}{HYBRID}"),
-)
+
+
+def gains(trained: str) -> tuple[tuple[str, str, str], ...]:
+    """A trained model's gain rows over its start, encoder alone and in the hybrid:
+    (gain row, trained, start)."""
+    return (
+        (f"{trained} - zero-shot", trained, ZERO_SHOT),
+        (f"{trained}{HYBRID} - zero-shot{HYBRID}", f"{trained}{HYBRID}", f"{ZERO_SHOT}{HYBRID}"),
+    )
+
+
 COMMAND = "python benchmarks/quality_tables.py"
 
 
@@ -83,10 +90,15 @@ class QualitySpec:
     model: str
     train_seeds: tuple[int, ...]
     benchmarks: tuple[Benchmark, ...]
+    # Named variants of every benchmark's recipe: the flags each adds to it (issue #36's levers).
+    variants: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     @classmethod
     def from_yaml(cls, path: str | Path) -> QualitySpec:
         data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+        if "base" in data:
+            # A study's file names the benchmark file it extends and adds its variants.
+            data = {**yaml.safe_load(Path(data.pop("base")).read_text(encoding="utf-8")), **data}
         benchmarks = tuple(
             Benchmark(
                 name=name,
@@ -100,18 +112,32 @@ class QualitySpec:
         for benchmark in benchmarks:
             if set(benchmark.annotations) != set(SPLITS):
                 raise ValueError(f"{path}: {benchmark.name} must name annotations for {SPLITS}.")
-        return cls(data["model"], tuple(data["train_seeds"]), benchmarks)
+        variants = {
+            name: tuple(str(flag) for flag in flags) for name, flags in (data.get("variants") or {}).items()
+        }
+        clash = set(variants) & {TFIDF, ZERO_SHOT, TRAINED}
+        if clash:
+            raise ValueError(f"{path}: variant names {sorted(clash)} are taken by the tables' own rows.")
+        return cls(data["model"], tuple(data["train_seeds"]), benchmarks, variants)
 
 
-def model_folder(models_dir: Path, benchmark: Benchmark, seed: int) -> Path:
-    return models_dir / benchmark.name / f"seed-{seed}"
+def model_folder(models_dir: Path, benchmark: Benchmark, seed: int, variant: str = TRAINED) -> Path:
+    """Where a trained model is kept: the default recipe's under the benchmark, a variant's in a
+    folder of its own beside them."""
+    base = models_dir / benchmark.name
+    if variant != TRAINED:
+        base = base / "variants" / re.sub(r"[^A-Za-z0-9.+-]+", "_", variant).strip("_")
+    return base / f"seed-{seed}"
 
 
-def train_default(benchmark: Benchmark, seed: int, folder: Path, threads: int) -> None:
+def train_default(
+    benchmark: Benchmark, seed: int, folder: Path, threads: int, flags: Sequence[str] = ()
+) -> None:
     """Trains the benchmark's default recipe with one seed into ``folder``, unless a model is there.
 
     The recipe runs as a user launches it; only the seed, the folder, no checkpoints and no
-    annotations (ranking is this script's job, on every split) differ from its defaults.
+    annotations (ranking is this script's job, on every split) differ from its defaults, and a
+    variant's ``flags``, which come last.
     """
     if (folder / "model.safetensors").is_file():
         logger.info("Reusing the %s model of seed %d in %s.", benchmark.name, seed, folder)
@@ -121,6 +147,7 @@ def train_default(benchmark: Benchmark, seed: int, folder: Path, threads: int) -
         "--num_processes", "1", "--num_cpu_threads_per_process", str(threads),
         *benchmark.recipe,
         "--seed", str(seed), "--output_dir", str(folder), "--save_strategy", "no", "--annotations", "",
+        *flags,
     ]  # fmt: skip
     logger.info("Training %s, seed %d: %s", benchmark.name, seed, " ".join(command))
     subprocess.run(command, check=True)
@@ -183,10 +210,15 @@ def deterministic_rows(spec: QualitySpec) -> list[dict]:
 
 
 def encoder_scorers(
-    spec: QualitySpec, benchmark: Benchmark, models_dir: Path, views: dict[str, Catalog]
+    spec: QualitySpec,
+    benchmark: Benchmark,
+    models_dir: Path,
+    views: dict[str, Catalog],
+    models: Sequence[str] = (TRAINED,),
 ) -> Iterator[tuple[str, int | None, str, EncoderScorer]]:
-    """(model, training seed, view, scorer): the zero-shot start's, then each trained model's, all at
-    the recipe's ``max_length``. Models load one at a time, as they are reached."""
+    """(model, training seed, view, scorer): the zero-shot start's, then each trained model's (the
+    default recipe's and the variants' among ``models``), all at the recipe's ``max_length``.
+    Models load one at a time, as they are reached."""
     start = resolve_model_name(spec.model)
     tokenizer = AutoTokenizer.from_pretrained(start)
     plain = views["plain"]
@@ -194,10 +226,13 @@ def encoder_scorers(
     encoders = [(ZERO_SHOT, None, lambda: (load_masked_lm(start), tokenizer))]
     encoders += [
         (
-            TRAINED,
+            model,
             seed,
-            lambda seed=seed: load_encoder(model_folder(models_dir, benchmark, seed), device="cpu"),
+            lambda seed=seed, model=model: load_encoder(
+                model_folder(models_dir, benchmark, seed, model), device="cpu"
+            ),
         )
+        for model in models
         for seed in spec.train_seeds
     ]
     for name, seed, load in encoders:
@@ -213,29 +248,39 @@ def encoder_scorers(
             yield name, seed, view, scorer
 
 
-def encoder_rows(spec: QualitySpec, benchmark: Benchmark, models_dir: Path) -> Iterator[dict]:
-    """Each encoder's rows (``encoder_scorers``), alone and in the hybrid."""
-    views = catalog_views(benchmark)
-    annotations = split_annotations(benchmark, views["plain"])
-    for name, seed, view, scorer in encoder_scorers(spec, benchmark, models_dir, views):
+def encoder_rows(
+    spec: QualitySpec,
+    benchmark: Benchmark,
+    models_dir: Path,
+    models: Sequence[str] = (TRAINED,),
+    views: Sequence[str] = VIEWS,
+) -> Iterator[dict]:
+    """Each encoder's rows (``encoder_scorers``) on ``views``, alone and in the hybrid."""
+    catalogs = catalog_views(benchmark)
+    annotations = split_annotations(benchmark, catalogs["plain"])
+    views = {view: catalogs[view] for view in views}
+    for name, seed, view, scorer in encoder_scorers(spec, benchmark, models_dir, views, models):
         catalog = {view: views[view]}
         yield from score_rows(benchmark, catalog, annotations, name, scorer, seed)
         yield from score_rows(benchmark, catalog, annotations, fused(name), with_tfidf(scorer), seed)
 
 
-def summarise(rows: Iterable[dict]) -> dict[tuple[str, str, str, str], dict[str, list[float]]]:
+def summarise(
+    rows: Iterable[dict], trained: Sequence[str] = (TRAINED,)
+) -> dict[tuple[str, str, str, str], dict[str, list[float]]]:
     """(benchmark, split, view, model) -> metric -> the values over training seeds (one for the
-    untrained scorers), and the ``GAINS`` rows: each trained seed minus its zero-shot start."""
+    untrained scorers), and the ``gains`` rows of every ``trained`` model: each trained seed minus
+    its zero-shot start."""
     grouped: dict[tuple[str, str, str, str], dict[str, list[float]]] = {}
     for row in rows:
         key = (row["benchmark"], row["split"], row["view"], row["model"])
         entry = grouped.setdefault(key, {metric: [] for metric in METRICS})
         for metric in METRICS:
             entry[metric].append(row["metrics"][metric])
-    for gain, trained, zero_shot in GAINS:
+    for gain, model_name, zero_shot in (row for name in trained for row in gains(name)):
         for (benchmark, split, view, model), entry in list(grouped.items()):
             start = grouped.get((benchmark, split, view, zero_shot))
-            if model == trained and start is not None:
+            if model == model_name and start is not None:
                 grouped[(benchmark, split, view, gain)] = {
                     metric: [value - start[metric][0] for value in entry[metric]] for metric in METRICS
                 }
@@ -248,21 +293,34 @@ def cell(values: Sequence[float], signed: bool = False) -> str:
     return text if len(values) == 1 else f"{text} ± {statistics.stdev(values):.2f}"
 
 
-def table_row(key: tuple[str, str, str, str], values: dict[str, list[float]]) -> list[str]:
+def table_row(
+    key: tuple[str, str, str, str], values: dict[str, list[float]], signed: bool = False
+) -> list[str]:
     benchmark, _, view, model = key
     runs = len(values[METRICS[0]])
     label = model if runs == 1 else f"{model} ({runs} training seeds)"
-    signed = model in {gain for gain, _, _ in GAINS}
     return [benchmark, view, label, *(cell(values[metric], signed) for metric in METRICS)]
 
 
-def tables(rows: Iterable[dict]) -> dict[str, str]:
-    """One markdown table per split: benchmarks and views in file order, then the models in a fixed
-    order; each headed by the seeds it counts and the command that produced it."""
+def tables(rows: Iterable[dict], command: str = COMMAND) -> dict[str, str]:
+    """One markdown table per split: benchmarks and views in file order, then the untrained
+    scorers, each trained model (the default recipe, then the variants in file order) alone and
+    in the hybrid, and their gains; each table headed by the seeds it counts and ``command``."""
     rows = list(rows)
-    grouped = summarise(rows)
+    trained = list(dict.fromkeys(row["model"] for row in rows if row["train_seed"] is not None))
+    trained = sorted(
+        (name for name in trained if not name.endswith(HYBRID)), key=lambda name: name != TRAINED
+    )
+    grouped = summarise(rows, trained)
     benchmarks = list(dict.fromkeys(row["benchmark"] for row in rows))
-    models = [TFIDF, ZERO_SHOT, fused(ZERO_SHOT), TRAINED, fused(TRAINED), *(gain for gain, _, _ in GAINS)]
+    gain_rows = [gain for name in trained for gain, _, _ in gains(name)]
+    models = [
+        TFIDF,
+        ZERO_SHOT,
+        fused(ZERO_SHOT),
+        *(m for name in trained for m in (name, fused(name))),
+        *gain_rows,
+    ]
     headers = ["benchmark", "view", "model", *(metric.upper() for metric in METRICS)]
     result = {}
     for split in SPLITS:
@@ -275,9 +333,11 @@ def tables(rows: Iterable[dict]) -> dict[str, str]:
         seeds = {row["benchmark"]: row["seeds"] for row in rows if row["split"] == split}
         counts = ", ".join(f"{benchmark} {count}" for benchmark, count in seeds.items())
         body = markdown_table(
-            headers, [table_row(key, grouped[key]) for key in keys], "lll" + "r" * len(METRICS)
+            headers,
+            [table_row(key, grouped[key], signed=key[3] in gain_rows) for key in keys],
+            "lll" + "r" * len(METRICS),
         )
-        result[split] = f"{split.capitalize()} seeds ({counts}); produced by `{COMMAND}`:\n\n{body}"
+        result[split] = f"{split.capitalize()} seeds ({counts}); produced by `{command}`:\n\n{body}"
     return result
 
 
@@ -285,18 +345,29 @@ TABLES_START = "<!-- quality tables: written by benchmarks/quality_tables.py --p
 TABLES_END = "<!-- end of quality tables -->"
 
 
-def write_tables_into(page: Path, text: str) -> None:
+def table_markers(name: str) -> tuple[str, str]:
+    """The comments a page's block of tables ``name`` stands between (``--tables-name``)."""
+    if name == "quality":
+        return TABLES_START, TABLES_END
+    return (
+        f"<!-- {name} tables: written by benchmarks/quality_tables.py --pages --tables-name {name} -->",
+        f"<!-- end of {name} tables -->",
+    )
+
+
+def write_tables_into(page: Path, text: str, name: str = "quality") -> None:
     """Replaces what stands between the two table markers of ``page`` with ``text``; a page
     without both markers is an error naming it (nothing else of the page is touched)."""
     content = page.read_text(encoding="utf-8")
-    start, end = content.find(TABLES_START), content.find(TABLES_END)
+    opening, closing = table_markers(name)
+    start, end = content.find(opening), content.find(closing)
     if start < 0 or end < start:
-        raise SystemExit(f"{page} has no '{TABLES_START}' ... '{TABLES_END}' block to write the tables into.")
-    head = content[: start + len(TABLES_START)]
+        raise SystemExit(f"{page} has no '{opening}' ... '{closing}' block to write the tables into.")
+    head = content[: start + len(opening)]
     page.write_text(f"{head}\n\n{text}\n\n{content[end:]}", encoding="utf-8")
 
 
-def main(argv: list[str] | None = None) -> None:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -332,35 +403,78 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--threads", type=int, default=os.cpu_count() or 1, help="CPU threads of each training."
     )
+    parser.add_argument(
+        "--models",
+        nargs="+",
+        default=[TRAINED],
+        metavar="MODEL",
+        help=f"The trained models to train and rank: {TRAINED!r} and/or the benchmark file's variants "
+        "(the rows of the others are kept).",
+    )
+    parser.add_argument(
+        "--views",
+        nargs="+",
+        choices=VIEWS,
+        default=list(VIEWS),
+        help="Rank the encoders on these views only (the rows of the others are kept).",
+    )
+    parser.add_argument(
+        "--tables-name",
+        default="quality",
+        help="The name of the table markers --pages writes between (a study's tables beside the quality ones).",
+    )
+    return parser
+
+
+def ranked_rows(spec: QualitySpec, options: argparse.Namespace, kept: list[dict]) -> list[dict]:
+    """The results file's rows after this run: those of ``kept`` that it does not recompute, then
+    TF-IDF's and, unless ``--tfidf-only``, the ranked encoders' (training what is missing)."""
+    chosen = [
+        benchmark for benchmark in spec.benchmarks if not options.only or benchmark.name in options.only
+    ]
+    names = {benchmark.name for benchmark in chosen}
+
+    ranked = {TFIDF, ZERO_SHOT, *options.models}
+
+    def recomputed(row: dict) -> bool:
+        model = row["model"].removesuffix(HYBRID)
+        encoder = not options.tfidf_only and model in ranked and row["view"] in options.views
+        return row["benchmark"] in names and (model == TFIDF or encoder)
+
+    rows = [row for row in kept if not recomputed(row)]
+    rows += [row for row in deterministic_rows(spec) if row["benchmark"] in names]
+    if not options.tfidf_only:
+        models_dir = Path(options.models_dir)
+        for benchmark in chosen:
+            for model in options.models:
+                flags = spec.variants.get(model, ())
+                for seed in spec.train_seeds:
+                    folder = model_folder(models_dir, benchmark, seed, model)
+                    train_default(benchmark, seed, folder, options.threads, flags)
+            rows += encoder_rows(spec, benchmark, models_dir, options.models, options.views)
+    return rows
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = build_parser()
     options = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     spec = QualitySpec.from_yaml(options.spec)
+    unknown = set(options.models) - {TRAINED, *spec.variants}
+    if unknown:
+        parser.error(f"unknown models {sorted(unknown)}; {options.spec} defines {[TRAINED, *spec.variants]}.")
     if options.train_seeds is not None:
         spec = replace(spec, train_seeds=tuple(options.train_seeds))
     results = Path(options.results)
     if not options.report:
-        chosen = [
-            benchmark for benchmark in spec.benchmarks if not options.only or benchmark.name in options.only
-        ]
-        names = {benchmark.name for benchmark in chosen}
-
-        def recomputed(row: dict) -> bool:
-            return row["benchmark"] in names and (row["model"] == TFIDF or not options.tfidf_only)
-
-        rows = [row for row in read_rows(results) if not recomputed(row)]
-        rows += [row for row in deterministic_rows(spec) if row["benchmark"] in names]
-        if not options.tfidf_only:
-            models_dir = Path(options.models_dir)
-            for benchmark in chosen:
-                for seed in spec.train_seeds:
-                    train_default(benchmark, seed, model_folder(models_dir, benchmark, seed), options.threads)
-                rows += encoder_rows(spec, benchmark, models_dir)
+        rows = ranked_rows(spec, options, read_rows(results))
         results.parent.mkdir(parents=True, exist_ok=True)
         results.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
-    text = "\n\n".join(tables(read_rows(results)).values())
+    command = COMMAND if options.spec == "benchmarks/quality.yaml" else f"{COMMAND} --spec {options.spec}"
+    text = "\n\n".join(tables(read_rows(results), command).values())
     print(text)
     for page in options.pages or []:
-        write_tables_into(Path(page), text)
+        write_tables_into(Path(page), text, options.tables_name)
 
 
 def read_rows(path: Path) -> list[dict]:

@@ -4,10 +4,13 @@ A study is a YAML file: a ``base_config`` recipe, ``shared`` overrides every var
 budget), and named ``variants``, each a set of overrides; ``family`` names the trainer family
 (``metricbert`` by default, or ``recobert``: ``scripts.train.FAMILIES``) and ``results`` the file
 its runs go to. Every run appends one JSON line (variant, seed, overrides, metrics, first and
-last logged loss terms, wall time) to that file, so an interrupted study resumes where it stopped
-and every reported figure traces back to a line. A variant named ``zero_shot`` (or
-``zero_shot_<anything>``, e.g. at another ``max_length``) is the starting model, ranked without
-training.
+last logged loss terms, every evaluation, wall time) to that file, so an interrupted study
+resumes where it stopped and every reported figure traces back to a line. A variant named
+``zero_shot`` (or ``zero_shot_<anything>``, e.g. at another ``max_length``) is the starting
+model, ranked without training (a ranking family's only). The metrics are the family's own
+(its trainer's ``card_method.metrics``: the ranking metrics, or NER's F1 and friends), and the
+report gives each mean with its spread over seeds: the range (``spread: range``, the default)
+or the standard deviation (``spread: std``).
 """
 
 from __future__ import annotations
@@ -16,8 +19,10 @@ import argparse
 import copy
 import json
 import logging
+import statistics
 import tempfile
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -35,11 +40,15 @@ from metricbert_trainer.scripts.train import (
     TrainingRun,
     build_ranking_evaluator,
     load_recipe_catalog,
+    recipe_family_for,
     train,
 )
 
-METRICS = ("mpr", "mrr", "hr@10", "hr@100", "map", "ndcg@20")
 ZERO_SHOT = "zero_shot"
+SPREADS = ("range", "std")
+# What every variant's run gets unless the study says otherwise: no checkpoints (so none to load
+# at the end), no progress bars.
+RUN_DEFAULTS = {"save_strategy": "no", "load_best_model_at_end": False, "disable_tqdm": True}
 BLEND_OPTION = "trained_weight_share"
 LOGGED_STATISTICS = (
     "negative_closer_rate",
@@ -60,15 +69,26 @@ class Study:
     labels: dict[str, str] = field(default_factory=dict)
     family: str = "metricbert"
     results: str | None = None
+    spread: str = "range"
 
     def __post_init__(self) -> None:
         if self.family not in FAMILIES:
             raise ValueError(f"Unknown study family {self.family!r}; use one of {sorted(FAMILIES)}.")
+        if self.spread not in SPREADS:
+            raise ValueError(f"Unknown spread {self.spread!r}; use one of {SPREADS}.")
+        untrained = [name for name in self.variants if is_zero_shot(name)]
+        if untrained and not self.trainer_class.sentence_encoder:
+            raise ValueError(
+                f"{untrained[0]}: a zero-shot variant ranks the starting encoder, and the {self.family} family "
+                "trains no ranking encoder."
+            )
 
     @classmethod
     def from_yaml(cls, path: str | Path) -> Study:
         data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-        unknown = set(data) - {"base_config", "variants", "shared", "labels", "family", "results"}
+        # templates: YAML anchors the variants merge (``<<: *name``), read by the YAML parser only.
+        known = {"base_config", "variants", "shared", "labels", "family", "results", "spread", "templates"}
+        unknown = set(data) - known
         if unknown:
             raise ValueError(f"{path}: unknown study keys {sorted(unknown)}.")
         variants = {name: overrides or {} for name, overrides in data["variants"].items()}
@@ -77,12 +97,21 @@ class Study:
             variants,
             data.get("shared") or {},
             data.get("labels") or {},
-            **{key: data[key] for key in ("family", "results") if key in data},
+            **{key: data[key] for key in ("family", "results", "spread") if key in data},
         )
 
     @property
     def config_class(self) -> type[CatalogTrainerConfig]:
         return FAMILIES[self.family]
+
+    @property
+    def trainer_class(self):
+        return recipe_family_for(self.config_class).trainer
+
+    @property
+    def metrics(self) -> tuple[str, ...]:
+        """The metrics the family's evaluation logs, in its card's order."""
+        return tuple(self.trainer_class.card_method.metrics)
 
     def label(self, name: str) -> str:
         return self.labels.get(name, name)
@@ -180,25 +209,18 @@ def blended_metrics(run: TrainingRun, overrides: dict, model_args: ModelArgument
 def variant_arguments(study: Study, name: str, seed: int, folder: Path):
     """The recipe arguments of one variant's run, which writes into ``folder / "run"``.
 
-    The base recipe and the overrides are merged into one YAML in ``folder``, so an override can
-    also unset an option (``max_length: null`` chooses it from the data), which no flag can say.
+    The base recipe, ``RUN_DEFAULTS`` and the overrides are merged into one YAML in ``folder``, so
+    an override can also unset an option (``max_length: null`` chooses it from the data), which no
+    flag can say, or keep checkpoints where the variant chooses one (``load_best_model_at_end``).
     """
     config = yaml.safe_load(Path(study.base_config).read_text(encoding="utf-8")) or {}
-    config.update({**study.shared, **study.variants[name]})
+    config.update({**RUN_DEFAULTS, **study.shared, **study.variants[name]})
     config_path = folder / "variant.yaml"
     config_path.write_text(yaml.safe_dump(config), encoding="utf-8")
-    flags = [
-        "--output_dir",
-        str(folder / "run"),
-        "--seed",
-        str(seed),
-        "--save_strategy",
-        "no",
-        "--disable_tqdm",
-        "true",
-    ]
+    flags = ["--output_dir", str(folder / "run"), "--seed", str(seed)]
+    data_arguments = recipe_family_for(study.config_class).data_arguments
     return parse_recipe_args(
-        (ModelArguments, DataArguments, study.config_class), flags, default_config=config_path
+        (ModelArguments, data_arguments, study.config_class), flags, default_config=config_path
     )
 
 
@@ -233,17 +255,24 @@ def evaluate_untrained(
 def first_and_last_terms(log_history: list[dict]) -> dict[str, list[float]]:
     """The loss terms, mining statistics and per-term gradient norms (``log_gradient_norms``) at
     the first and the last logging step."""
-    entries = [entry for entry in log_history if "mlm_loss" in entry]
+    # Every entry with a loss term: the training steps' logs and the run's closing summary.
+    entries = [entry for entry in log_history if any(is_loss_term(key) for key in entry)]
     if not entries:
         return {}
     names = [
         key
         for key in entries[0]
-        if key.endswith("_loss") or key.startswith("grad_norm_") or key in LOGGED_STATISTICS
+        if is_loss_term(key) or key.startswith("grad_norm_") or key in LOGGED_STATISTICS
     ]
     # The last logging step, not the run's closing summary (its means carry the loss terms only).
     last = next(entry for entry in reversed(entries) if all(name in entry for name in names))
     return {name: [entries[0][name], last[name]] for name in names}
+
+
+def is_loss_term(key: str) -> bool:
+    """A logged loss term of the objective (``mlm_loss``, ``tagging_loss``, ...), not the
+    trainer's total (``train_loss``) or an evaluation's (``eval_loss``)."""
+    return key.endswith("_loss") and key != "train_loss" and not key.startswith("eval_")
 
 
 def read_results(path: Path) -> list[dict]:
@@ -253,8 +282,8 @@ def read_results(path: Path) -> list[dict]:
 
 
 def summarise(rows: list[dict], study: Study) -> list[dict]:
-    """Per variant, in study order: the mean of each metric over seeds, the seed-to-seed range
-    (max - min) and the per-seed values."""
+    """Per variant, in study order: the mean of each of the family's metrics over seeds, the
+    seed-to-seed range (max - min), the sample standard deviation and the per-seed values."""
     summary = []
     for name in study.variants:
         runs = [row for row in rows if row["variant"] == name]
@@ -263,7 +292,7 @@ def summarise(rows: list[dict], study: Study) -> list[dict]:
         # Rows written before a metric existed lack it; it is reported only where every seed has it.
         values = {
             metric: [row["metrics"][metric] for row in runs]
-            for metric in METRICS
+            for metric in study.metrics
             if all(metric in row["metrics"] for row in runs)
         }
         summary.append(
@@ -274,6 +303,7 @@ def summarise(rows: list[dict], study: Study) -> list[dict]:
                 "overrides": study.variants[name],
                 "mean": {metric: sum(v) / len(v) for metric, v in values.items()},
                 "range": {metric: max(v) - min(v) for metric, v in values.items()},
+                "std": {metric: statistics.stdev(v) if len(v) > 1 else 0.0 for metric, v in values.items()},
                 "per_seed": values,
             }
         )
@@ -283,17 +313,25 @@ def summarise(rows: list[dict], study: Study) -> list[dict]:
 def seed_noise(summary: list[dict]) -> dict[str, float]:
     """The largest seed-to-seed range of each metric among variants run with several seeds."""
     repeated = [entry for entry in summary if len(entry["seeds"]) > 1]
+    metrics = dict.fromkeys(metric for entry in summary for metric in entry["mean"])
     return {
         metric: max((entry["range"][metric] for entry in repeated if metric in entry["range"]), default=0.0)
-        for metric in METRICS
+        for metric in metrics
     }
 
 
-def summary_table(summary: list[dict], reference: str | None = None) -> str:
-    """One row per variant. With a ``reference`` variant, each mean carries its difference from
-    the reference, starred where it exceeds the largest seed-to-seed range of the study. A metric
-    no run recorded (the study ran before it was measured) gets no column."""
-    metrics = [metric for metric in METRICS if any(metric in entry["mean"] for entry in summary)]
+def summary_table(
+    summary: list[dict],
+    reference: str | None = None,
+    spread: str = "range",
+    names: Mapping[str, str] | None = None,
+) -> str:
+    """One row per variant: each mean with its spread over seeds (``range`` or ``std``), under the
+    metrics' display ``names`` (a family's ``card_method.metrics``; default upper case). With a
+    ``reference`` variant, each mean carries its difference from the reference, starred where it
+    exceeds the largest seed-to-seed range of the study. A metric no run recorded (the study ran
+    before it was measured) gets no column."""
+    metrics = list(dict.fromkeys(metric for entry in summary for metric in entry["mean"]))
     noise = seed_noise(summary)
     by_name = {entry["variant"]: entry for entry in summary}
     baseline = by_name.get(reference)
@@ -305,7 +343,9 @@ def summary_table(summary: list[dict], reference: str | None = None) -> str:
                 cells.append("-")
                 continue
             cell = f"{entry['mean'][metric]:.2f}"
-            if len(entry["seeds"]) > 1:
+            if spread == "std":
+                cell += f" ± {entry['std'][metric]:.2f}"
+            elif len(entry["seeds"]) > 1:
                 cell += f" (range {entry['range'][metric]:.2f})"
             if baseline is not None and entry is not baseline and metric in baseline["mean"]:
                 difference = entry["mean"][metric] - baseline["mean"][metric]
@@ -314,7 +354,8 @@ def summary_table(summary: list[dict], reference: str | None = None) -> str:
             cells.append(cell)
         change = ", ".join(f"{key}={value}" for key, value in entry["overrides"].items()) or "-"
         rows.append([escape_markdown(entry["label"]), len(entry["seeds"]), *cells, change])
-    headers = ["variant", "seeds", *(metric.upper() for metric in metrics), "what changes"]
+    names = names or {}
+    headers = ["variant", "seeds", *(names.get(metric, metric.upper()) for metric in metrics), "what changes"]
     return markdown_table(headers, rows)
 
 
@@ -375,7 +416,9 @@ def study_main(description: str, argv: list[str] | None = None) -> None:
     results_path = Path(options.results or study.results)
     if options.report:
         summary = summarise(read_results(results_path), study)
-        print(summary_table(summary, options.reference))
+        print(
+            summary_table(summary, options.reference, study.spread, study.trainer_class.card_method.metrics)
+        )
         if options.selection:
             print("\n" + selection_table(read_results(results_path)))
         if options.json:

@@ -1,24 +1,20 @@
-"""What every training recipe does, once: parse, load, train, evaluate, save.
+"""Every recipe's command line and family registry, and the catalog families' run.
 
-The scripts under ``recipes/`` only name their default YAML config; data-set specifics live in
-that YAML, never in library code.
+The scripts under ``recipes/`` only name their default YAML config and config class; data-set
+specifics live in that YAML, never in library code. The run itself is ``run.run_training``,
+the same for every family (``RECIPE_FAMILIES``).
 """
 
 from __future__ import annotations
 
 import logging
-import os
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from pathlib import Path
 
 import datasets
-import torch
-import transformers
-from transformers import AutoTokenizer, set_seed
+from transformers import AutoTokenizer
 
 from metricbert_trainer.base.config import CatalogTrainerConfig
-from metricbert_trainer.base.distributed import process_group_closed_at_exit
 from metricbert_trainer.base.modeling import (
     is_partitioned,
     load_masked_lm,
@@ -31,30 +27,30 @@ from metricbert_trainer.data.annotations import load_annotations
 from metricbert_trainer.data.catalog import Catalog, CatalogError, catalog_column, load_catalog
 from metricbert_trainer.data.lengths import resolve_max_length
 from metricbert_trainer.data.sectioned_catalog import load_sectioned_catalog
-from metricbert_trainer.errors import UsageError, report_usage_errors
+from metricbert_trainer.errors import UsageError
 from metricbert_trainer.evaluation.evaluator import SequentialEvaluator
 from metricbert_trainer.evaluation.label_free import LabelFreeEvaluator, holdout_split
 from metricbert_trainer.metricbert.config import MetricBertConfig
 from metricbert_trainer.metricbert.trainer import MetricBertTrainer
+from metricbert_trainer.ner.config import NerConfig
+from metricbert_trainer.ner.trainer import NerTrainer
 from metricbert_trainer.publishing.model_card import ModelCardInfo
 from metricbert_trainer.publishing.plots import plot_catalog_before_after
 from metricbert_trainer.recobert import RecoBertConfig, RecoBertTrainer
 from metricbert_trainer.scripts.arguments import DataArguments, ModelArguments, parse_recipe_args
-from metricbert_trainer.scripts.output_lock import output_folder_lock
-from metricbert_trainer.scripts.preflight import check_recipe_arguments, check_schedule
-
-# The trainer each kind of training arguments configures; a user's subclass of a config trains
-# with the trainer of its nearest registered ancestor (``trainer_class_for``), and a family of
-# one's own is one entry more.
-TRAINERS: dict[type[CatalogTrainerConfig], type[CatalogTrainer]] = {
-    MetricBertConfig: MetricBertTrainer,
-    RecoBertConfig: RecoBertTrainer,
-}
-# The config class each family's name stands for, in study files (``family: recobert``): the
-# registered config's name without "Config", lower case.
-FAMILIES: dict[str, type[CatalogTrainerConfig]] = {
-    config.__name__.removesuffix("Config").lower(): config for config in TRAINERS
-}
+from metricbert_trainer.scripts.ner import NerDataArguments, prepare_ner_run
+from metricbert_trainer.scripts.preflight import (
+    check_recipe_arguments,
+    check_schedule,
+    check_tagging_arguments,
+)
+from metricbert_trainer.scripts.run import (
+    PreparedRun,
+    RecipeFamily,
+    TrainingRun,
+    run_entry_point,
+    run_training,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -67,11 +63,13 @@ def main(
     """A training recipe from its command line: parse, then ``train``. Raises ``UsageError`` for a
     mistake in the arguments.
 
-    ``config_class`` picks the objective: ``MetricBertConfig`` (MetricBERT and its loss family) or
-    ``RecoBertConfig`` (RecoBERT).
+    ``config_class`` picks the family and its objective: ``MetricBertConfig`` (MetricBERT and its
+    loss family), ``RecoBertConfig`` (RecoBERT) or ``NerConfig`` (multi-task NER), or a user's
+    subclass of one of them (``RECIPE_FAMILIES``).
     """
+    family = recipe_family_for(config_class)
     model_args, data_args, training_args = parse_recipe_args(
-        (ModelArguments, DataArguments, config_class), args, default_config=default_config
+        (ModelArguments, family.data_arguments, config_class), args, default_config=default_config
     )
     return train(model_args, data_args, training_args)
 
@@ -84,56 +82,26 @@ def run_recipe(
     return run_entry_point(lambda argv: main(argv, default_config=default_config, config_class=config_class))
 
 
-def run_entry_point(main: Callable[[Sequence[str]], TrainingRun]) -> TrainingRun:
-    """What every recipe script's process runs once: ``main`` on the command line, a mistake in it
-    reported in one line (``report_usage_errors``), the launch's process group closed before the
-    process exits (``process_group_closed_at_exit``)."""
-    with process_group_closed_at_exit():
-        return report_usage_errors(main)
+def train(model_args: ModelArguments, data_args, training_args: CatalogTrainerConfig) -> TrainingRun:
+    """One run of the family ``training_args`` selects (``run.run_training``)."""
+    return run_training(recipe_family_for(training_args), model_args, data_args, training_args)
 
 
-def trainer_class_for(training_args: CatalogTrainerConfig) -> type[CatalogTrainer]:
-    """The trainer of the nearest registered class among ``training_args``' classes (``TRAINERS``)."""
-    for config_class in type(training_args).__mro__:
-        if config_class in TRAINERS:
-            return TRAINERS[config_class]
-    raise UsageError(
-        f"No trainer is registered for {type(training_args).__name__}: derive it from "
-        f"{' or '.join(config.__name__ for config in TRAINERS)}, or add it to scripts.train.TRAINERS."
-    )
-
-
-@dataclass
-class TrainingRun:
-    """A finished recipe: the trainer (model, state, logs) and the final ranking metrics, if any."""
-
-    trainer: CatalogTrainer
-    metrics: dict[str, float]
-
-
-def train(
+def check_catalog_recipe(
     model_args: ModelArguments, data_args: DataArguments, training_args: CatalogTrainerConfig
-) -> TrainingRun:
-    """Checks the arguments (``preflight``: a ``UsageError`` before anything loads), then loads,
-    trains, evaluates, saves and publishes, holding the output folder's run lock (``output_lock``)
-    throughout, so a second run into the same folder is refused at once."""
+) -> None:
+    """``preflight``'s checks of a catalog recipe, knowing whether its trainer selects models
+    without labels (``label_free_selection``)."""
     check_recipe_arguments(
         model_args, data_args, training_args, trainer_class_for(training_args).label_free_selection
     )
-    with output_folder_lock(
-        training_args.output_dir,
-        holder=training_args.process_index == 0,
-        overwrite=training_args.overwrite_output_dir,
-    ):
-        return _train(model_args, data_args, training_args)
 
 
-def _train(
+def prepare_catalog_run(
     model_args: ModelArguments, data_args: DataArguments, training_args: CatalogTrainerConfig
-) -> TrainingRun:
-    configure_logging(training_args)
-    warn_if_cores_idle(training_args)
-    set_seed(training_args.seed)
+) -> PreparedRun:
+    """A catalog recipe's run: the catalog (less the items held out for label-free selection),
+    the masked-LM model, the ranking evaluator over the annotations and the label-free one."""
     catalog = load_recipe_catalog(data_args)
     # Read now, so that a misspelt column fails before training rather than after it.
     plot_labels = plot_column_values(data_args, catalog) if data_args.plot_column else None
@@ -163,14 +131,19 @@ def _train(
             )
         )
     evaluators = [evaluator for evaluator in evaluators if evaluator is not None]
-    trainer = trainer_class(
+
+    def after_training(trainer: CatalogTrainer) -> None:
+        report_label_free_change(trainer.state.log_history)
+        if plot_labels is not None:
+            plot_recipe_embeddings(model_args, data_args, training_args, catalog, plot_labels)
+
+    return PreparedRun(
         model=model,
-        args=training_args,
+        tokenizer=tokenizer,
         train_dataset=train_dataset,
-        processing_class=tokenizer,
         fields=catalog.fields,
-        ranking_evaluator=SequentialEvaluator(evaluators) if evaluators else None,
-        model_card_info=ModelCardInfo(
+        evaluator=SequentialEvaluator(evaluators) if evaluators else None,
+        card_info=ModelCardInfo(
             base_model=model_args.model_name_or_path,
             catalog=data_args.source,
             catalog_items=len(train_dataset),
@@ -179,22 +152,43 @@ def _train(
             dataset_name=data_args.dataset_name,
             license=model_args.model_license,
         ),
+        after_training=after_training,
     )
-    trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
-    trainer.save_model(training_args.output_dir)
-    metrics = {}
-    if trainer.ranking_evaluator is not None:
-        metrics = trainer.evaluate()
-        trainer.log_metrics("eval", metrics)
-        trainer.save_metrics("eval", metrics)
-        report_label_free_change(trainer.state.log_history)
-    # Written again now that the final evaluation is in the log, for the card's results.
-    trainer.create_model_card()
-    if plot_labels is not None and trainer.is_world_process_zero():
-        plot_recipe_embeddings(model_args, data_args, training_args, catalog, plot_labels)
-    if training_args.push_to_hub:
-        trainer.push_to_hub(commit_message=f"{trainer.card_method.family} training finished")
-    return TrainingRun(trainer, metrics)
+
+
+# The family each kind of training arguments selects; a user's subclass of a config trains
+# with the family of its nearest registered ancestor (``recipe_family_for``), and a family of
+# one's own is one entry more.
+RECIPE_FAMILIES: dict[type[CatalogTrainerConfig], RecipeFamily] = {
+    MetricBertConfig: RecipeFamily(
+        MetricBertTrainer, DataArguments, check_catalog_recipe, prepare_catalog_run
+    ),
+    RecoBertConfig: RecipeFamily(RecoBertTrainer, DataArguments, check_catalog_recipe, prepare_catalog_run),
+    NerConfig: RecipeFamily(NerTrainer, NerDataArguments, check_tagging_arguments, prepare_ner_run),
+}
+# The config class each family's name stands for, in study files (``family: recobert``): the
+# registered config's name without "Config", lower case.
+FAMILIES: dict[str, type[CatalogTrainerConfig]] = {
+    config.__name__.removesuffix("Config").lower(): config for config in RECIPE_FAMILIES
+}
+
+
+def recipe_family_for(config: CatalogTrainerConfig | type[CatalogTrainerConfig]) -> RecipeFamily:
+    """The family of the nearest registered class among ``config``'s classes (``RECIPE_FAMILIES``)."""
+    config_class = config if isinstance(config, type) else type(config)
+    for ancestor in config_class.__mro__:
+        if ancestor in RECIPE_FAMILIES:
+            return RECIPE_FAMILIES[ancestor]
+    raise UsageError(
+        f"No trainer is registered for {config_class.__name__}: derive it from "
+        f"{' or '.join(config.__name__ for config in RECIPE_FAMILIES)}, or add it to "
+        "scripts.train.RECIPE_FAMILIES."
+    )
+
+
+def trainer_class_for(training_args: CatalogTrainerConfig) -> type[CatalogTrainer]:
+    """The trainer of ``training_args``' family (``recipe_family_for``)."""
+    return recipe_family_for(training_args).trainer
 
 
 def plot_recipe_embeddings(
@@ -292,34 +286,13 @@ def report_label_free_change(log_history: list[dict]) -> dict[str, float] | None
     return changes
 
 
-def warn_if_cores_idle(training_args: CatalogTrainerConfig) -> None:
-    """``accelerate launch`` sets ``OMP_NUM_THREADS=1`` unless told otherwise (its ``--cpu`` flag does
-    not change that; only ``use_cpu: true`` in a config file or ``--num_cpu_threads_per_process``
-    do); on a machine without a GPU a lone process then trains on one core, about half as fast
-    on two cores (benchmarks/RESULTS.md)."""
-    cores = os.cpu_count() or 1
-    if (
-        training_args.world_size == 1
-        and training_args.device.type == "cpu"
-        and torch.get_num_threads() == 1 < cores
-    ):
-        logger.warning(
-            "Training on %d of %d CPU cores (OMP_NUM_THREADS=%s, accelerate's default). Launch with "
-            "`accelerate launch --num_cpu_threads_per_process %d ...` to use them all.",
-            torch.get_num_threads(),
-            cores,
-            os.environ.get("OMP_NUM_THREADS", "unset"),
-            cores,
-        )
-
-
-def configure_logging(training_args: MetricBertConfig) -> None:
-    """transformers' levels for its own loggers (``log_level``, ``log_level_replica``); this
-    package's few INFO lines (the catalog loaded, the max_length chosen, the MLM head's warm-up)
-    shown on the main process by default, as transformers' example scripts show theirs, while
-    transformers' own chatter stays at its default of warnings."""
-    logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
-    level = training_args.get_process_log_level()
-    transformers.utils.logging.set_verbosity(level)
-    shows_info = training_args.log_level == "passive" and training_args.should_log
-    logging.getLogger("metricbert_trainer").setLevel(logging.INFO if shows_info else level)
+__all__ = [
+    "FAMILIES",
+    "RECIPE_FAMILIES",
+    "TrainingRun",
+    "main",
+    "recipe_family_for",
+    "run_recipe",
+    "train",
+    "trainer_class_for",
+]

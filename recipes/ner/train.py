@@ -9,10 +9,11 @@ Run from the repository root (the config names data paths relative to it).
 
 from pathlib import Path
 
-from metricbert_trainer.scripts.ner import run_ner_recipe
+from metricbert_trainer.ner.config import NerConfig
+from metricbert_trainer.scripts.train import run_recipe
 
 DEFAULT_CONFIG = Path(__file__).resolve().parents[1] / "wines" / "ner.yaml"
 
 if __name__ == "__main__":
     # The YAML config, then the command line's flags over it; a mistake in them is one line.
-    run_ner_recipe(DEFAULT_CONFIG)
+    run_recipe(DEFAULT_CONFIG, NerConfig)

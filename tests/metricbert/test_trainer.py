@@ -96,8 +96,14 @@ def test_loss_is_weighted_sum_of_terms(tmp_path, tiny_model_path, tokenizer, win
     assert entry["loss"] == pytest.approx(0.5 * entry["mlm_loss"] + 2.0 * entry["triplet_loss"], rel=1e-3)
 
 
-def test_text_columns_survive_remove_unused_columns(tmp_path, tiny_model_path, tokenizer, wine_items):
-    args = _config(tmp_path, remove_unused_columns=True, max_steps=1, mlm_weight=1.0, mlm_probability=0.15)
+def test_text_columns_reach_the_collator_and_dropping_them_is_refused(
+    tmp_path, tiny_model_path, tokenizer, wine_items
+):
+    """transformers would drop the columns the model's forward does not name, the text columns
+    included: the config keeps them (``remove_unused_columns`` false) and refuses to drop them."""
+    with pytest.raises(ValueError, match="remove_unused_columns"):
+        _config(tmp_path, remove_unused_columns=True)
+    args = _config(tmp_path, max_steps=1, mlm_weight=1.0, mlm_probability=0.15)
     trainer = MetricBertTrainer(
         load_masked_lm(tiny_model_path), args, train_dataset=wine_items, processing_class=tokenizer
     )
@@ -279,7 +285,8 @@ def test_every_objective_trains_logs_its_term_and_reaches_the_model_card(
     trainer.create_model_card()
     card = (tmp_path / "out" / "README.md").read_text(encoding="utf-8")
     recorded = json.loads(card.split("## MetricBERT objective")[1].split("```json")[1].split("```")[0])
-    assert recorded == args.loss_config() and recorded["objective"] == objective
+    assert recorded == {**args.loss_config(), **trainer.metric_loss.get_config_dict()}
+    assert recorded["objective"] == objective
 
 
 def test_a_loss_given_to_the_trainer_replaces_the_configured_one(

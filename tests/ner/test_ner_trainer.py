@@ -133,7 +133,7 @@ def test_checkpoints_are_chosen_on_the_validation_titles_and_the_final_metrics_a
     and the run's final metrics the test titles, so the held-out titles choose nothing."""
     import pandas as pd
 
-    from metricbert_trainer.scripts.ner import main as train_ner
+    from metricbert_trainer.scripts.train import main as train_recipe
 
     rows = pd.read_json(WINE_TAGS, lines=True).head(48)
     rows["split_random"] = ["train"] * 24 + ["validation"] * 10 + ["test"] * 14
@@ -165,7 +165,9 @@ def test_checkpoints_are_chosen_on_the_validation_titles_and_the_final_metrics_a
         "--per_device_train_batch_size",
         "8",
     ]
-    run = train_ner(flags, default_config=REPO_ROOT / "recipes" / "wines" / "ner.yaml")
+    run = train_recipe(
+        flags, default_config=REPO_ROOT / "recipes" / "wines" / "ner.yaml", config_class=NerConfig
+    )
     catalog = load_tagged_catalog(data, split_column="split_random")
     model, tokenizer = run.trainer.model, run.trainer.processing_class
     validation = TaggingEvaluator(catalog.validation, max_length=64)(model, tokenizer)

@@ -9,6 +9,7 @@ import pytest
 from conftest import QUICK_RUN, REPO_ROOT, flags
 
 from metricbert_trainer.scripts.quality_tables import (
+    COMMAND,
     TABLES_END,
     TABLES_START,
     TFIDF,
@@ -19,6 +20,7 @@ from metricbert_trainer.scripts.quality_tables import (
     fused,
     main,
     read_rows,
+    table_markers,
     tables,
 )
 
@@ -68,6 +70,21 @@ def test_the_results_file_holds_the_rows_the_pages_show(page):
     for table in rendered.values():
         for line in table_lines(table):
             assert line in page_text, f"{page} lacks, or states otherwise, the row {line}"
+
+
+def test_the_lever_study_tables_on_the_quality_page_are_its_results_file():
+    """docs/quality.md's lever tables (issue #36) render from docs/results/levers.jsonl, between
+    their own markers, and its untrained rows are the quality tables' own."""
+    page = (REPO_ROOT / "docs" / "quality.md").read_text(encoding="utf-8")
+    opening, closing = table_markers("levers")
+    block = page[page.index(opening) : page.index(closing)]
+    rows = read_rows(REPO_ROOT / "docs" / "results" / "levers.jsonl")
+    for table in tables(rows, f"{COMMAND} --spec benchmarks/levers.yaml").values():
+        for line in table_lines(table):
+            assert line in block, f"docs/quality.md's lever tables lack, or state otherwise, the row {line}"
+    quality = read_rows(REPO_ROOT / "docs" / "results" / "quality_tables.jsonl")
+    untrained = [row for row in quality if row["train_seed"] is None and row["model"] == TFIDF]
+    assert all(row in rows for row in untrained)
 
 
 def test_each_gain_row_is_each_trained_seed_minus_its_own_start():
@@ -161,3 +178,40 @@ def test_the_command_trains_each_seed_once_ranks_every_view_and_split_and_reuses
     written = page.read_text(encoding="utf-8")
     assert written.startswith("# Before\n\n") and written.endswith(f"{TABLES_END}\n\nAfter.\n")
     assert "stale" not in written and all(line in written for line in table_lines(tables(rows)["test"]))
+
+    # A variant of the recipe (benchmarks/levers.yaml's kind): trained on its own, beside the
+    # default recipe's models, whose rows are kept; its gain rows join the tables.
+    spec["variants"] = {"no guard": ["--distill_weight", "0"]}
+    (tmp_path / "spec.yaml").write_text(json.dumps(spec), encoding="utf-8")
+    main(
+        [
+            *arguments,
+            "--results",
+            str(results),
+            "--models",
+            "no guard",
+            "--train-seeds",
+            "1",
+            "--views",
+            "plain",
+        ]
+    )
+    assert (tmp_path / "models" / "tiny" / "variants" / "no_guard" / "seed-1" / "model.safetensors").is_file()
+    assert [path.stat().st_mtime_ns for path in weights] == stamps
+    with_variant = read_rows(results)
+    assert [row for row in with_variant if row["model"] in (TRAINED, fused(TRAINED))] == [
+        row for row in rows if row["model"] in (TRAINED, fused(TRAINED))
+    ]
+    assert {row["model"] for row in with_variant if row["train_seed"] == 1} == {
+        TRAINED,
+        fused(TRAINED),
+        "no guard",
+        fused("no guard"),
+    }
+    assert {row["view"] for row in with_variant if row["model"] == "no guard"} == {"plain"}
+    assert {row["view"] for row in with_variant if row["model"] == TRAINED} == {"plain", "masked"}
+    table = tables(with_variant)["test"]
+    assert "| tiny | plain | no guard - zero-shot |" in table
+    assert table.index("| tiny | plain | default recipe (2 training seeds) |") < table.index(
+        "| tiny | plain | no guard |"
+    )

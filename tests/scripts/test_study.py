@@ -6,6 +6,7 @@ import sys
 
 import pandas as pd
 import pytest
+import yaml
 from conftest import REPO_ROOT
 
 from metricbert_trainer.metricbert.config import MetricBertConfig
@@ -22,12 +23,12 @@ from metricbert_trainer.scripts.study import (
     variant_arguments,
 )
 
-STUDIES = [
-    "recipes/wines/ablation.yaml",
-    "recipes/wines/study.yaml",
-    "recipes/wines/study_transfer.yaml",
-    "recipes/debian/study.yaml",
-]
+# Every study file shipped under recipes/: the YAML files that define variants.
+STUDIES = sorted(
+    str(path.relative_to(REPO_ROOT))
+    for path in (REPO_ROOT / "recipes").glob("*/*.yaml")
+    if "variants" in yaml.safe_load(path.read_text(encoding="utf-8"))
+)
 
 
 @pytest.mark.parametrize("study_file", STUDIES)
@@ -39,7 +40,16 @@ def test_every_variant_is_a_valid_recipe(study_file, tmp_path, monkeypatch):
         for key, value in overrides.items():
             if value is not None and hasattr(training, key):
                 assert str(getattr(training, key)).lower().endswith(str(value).lower()), (name, key)
-        build_loss(training)
+        if study.family == "metricbert":
+            build_loss(training)
+
+
+def test_the_ner_study_is_a_study_file_with_the_ner_familys_metrics():
+    study = Study.from_yaml(REPO_ROOT / "recipes/wines/ner_study.yaml")
+    assert study.family == "ner" and "f1" in study.metrics and "mpr" not in study.metrics
+    assert "recipes/wines/ner_study.yaml" in STUDIES
+    with pytest.raises(ValueError, match="zero-shot variant ranks the starting encoder"):
+        Study("recipes/wines/ner.yaml", {"zero_shot": {}}, family="ner")
 
 
 def test_ablation_covers_the_papers_table_and_the_related_objectives():
@@ -62,8 +72,8 @@ def test_a_study_trains_the_family_it_names(tmp_path, monkeypatch):
     assert type(training) is RecoBertConfig and training.max_length == 64
     _, _, training = variant_arguments(Study("recipes/wines/minilm.yaml", {"a": {}}), "a", 0, tmp_path)
     assert type(training) is MetricBertConfig
-    with pytest.raises(ValueError, match="Unknown study family 'ner'"):
-        Study("recipes/wines/minilm.yaml", {"a": {}}, family="ner")
+    with pytest.raises(ValueError, match="Unknown study family 'tagger'"):
+        Study("recipes/wines/minilm.yaml", {"a": {}}, family="tagger")
 
 
 def test_the_study_script_reports_a_study_from_its_own_results_file():
@@ -258,3 +268,34 @@ def test_variants_that_differ_only_in_the_blend_share_one_training_run(tmp_path,
     assert rows["blend_half"]["terms"] == rows["plain"]["terms"]
     mprs = {name: rows[name]["metrics"]["mpr"] for name in ("plain", "blend_half", "blend_tenth")}
     assert len(set(mprs.values())) == 3, mprs
+
+
+def test_the_study_runner_trains_a_ner_variant_and_reports_its_spread_as_std(tmp_path, tiny_model_path):
+    """The one study runner serves the NER family: a real run of the recipe (tiny model), its
+    row holds the tagging metrics and every evaluation, and the report shows mean ± std."""
+    base = tmp_path / "ner.yaml"
+    config = yaml.safe_load((REPO_ROOT / "recipes/wines/ner.yaml").read_text(encoding="utf-8"))
+    config.update(
+        model_name_or_path=tiny_model_path,
+        tagged_catalog=str(REPO_ROOT / "data/wines_ner/wine-titles-ner.jsonl"),
+        max_train_items=32,
+        max_steps=2,
+        per_device_train_batch_size=16,
+        max_length=32,
+        use_cpu=True,
+    )
+    base.write_text(yaml.safe_dump(config), encoding="utf-8")
+    study = Study(str(base), {"alone": {"metric_weight": 0}, "joint": {}}, family="ner", spread="std")
+    results = tmp_path / "results.jsonl"
+    run_study(study, ["alone", "joint"], [1, 2], results)
+    rows = read_results(results)
+    assert [(row["variant"], row["seed"]) for row in rows] == [
+        ("alone", 1),
+        ("alone", 2),
+        ("joint", 1),
+        ("joint", 2),
+    ]
+    assert set(rows[0]["metrics"]) == set(study.metrics)
+    assert "logistic_triplet_loss" in rows[2]["terms"] and "logistic_triplet_loss" not in rows[0]["terms"]
+    table = summary_table(summarise(rows, study), spread="std", names=study.trainer_class.card_method.metrics)
+    assert "| F1 |" in table and " ± " in table and "range" not in table

@@ -11,7 +11,7 @@ import pytest
 from conftest import QUICK_RUN, REPO_ROOT, flags
 
 from metricbert_trainer.errors import UsageError
-from metricbert_trainer.scripts.ner import main as ner_recipe
+from metricbert_trainer.ner.config import NerConfig
 from metricbert_trainer.scripts.train import main as train_recipe
 
 WINE_TAGS = REPO_ROOT / "data" / "wines_ner" / "wine-titles-ner.jsonl"
@@ -39,9 +39,10 @@ def test_a_batch_of_one_is_refused_for_every_term_that_needs_negatives(files, ti
         train_recipe(_recipe(tiny_model_path, catalog, tmp_path / "a", per_device_train_batch_size=1))
     tagged = ["--model_name_or_path", tiny_model_path, "--tagged_catalog", str(WINE_TAGS)]
     with pytest.raises(UsageError, match="leaves the metric_weight term nothing to train"):
-        ner_recipe(
+        train_recipe(
             [*tagged, "--output_dir", str(tmp_path / "b"), "--per_device_train_batch_size", "1"],
             default_config=REPO_ROOT / "recipes" / "wines" / "ner.yaml",
+            config_class=NerConfig,
         )
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
     # Without the in-batch term a batch of one trains: the MLM term alone.
