@@ -114,13 +114,14 @@ class MetricBertTrainer(CatalogTrainer):
         """The metric forward on ``model``, the false-negative guide and the loss (unless given)."""
         enable_metric_forward(model)
         # One frozen starting model serves the loss's false-negative filter, the distillation
-        # guard and the diagnostics: a given loss's own guide, else one built when anything needs it.
+        # guard, the hybrid teacher and the diagnostics: a given loss's own guide, else one built when anything needs it.
         given = self.metric_loss
         self.guide = given.guide if given is not None else None
         if self.guide is None and (
             (given is None and args.false_negative_filter)
             or args.guide_diagnostics
             or args.distill_weight > 0
+            or args.teacher_weight > 0
         ):
             self.guide = StartingModelGuide(model)
         if given is None:

@@ -95,6 +95,7 @@ def test_a_run_with_the_teacher_logs_its_term_with_no_other_guide_user(
         use_cpu=True,
         save_strategy="no",
         false_negative_filter=False,
+        guide_diagnostics=False,
         distill_weight=0.0,
         teacher_weight=1.0,
     )
