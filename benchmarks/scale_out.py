@@ -54,6 +54,13 @@ def run_engine(engine: str, checkpointing: bool, arguments: argparse.Namespace) 
         ]
         if checkpointing:
             command.append("--activation-checkpointing")
+        if arguments.profile:
+            command += [
+                "--profile",
+                str(
+                    Path(arguments.profile) / f"{engine}-checkpointing-{'on' if checkpointing else 'off'}.txt"
+                ),
+            ]
         result = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True)
         if result.returncode != 0:
             print(result.stdout[-3000:], result.stderr[-6000:], file=sys.stderr)
@@ -96,6 +103,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--warmup-steps", type=int, default=5)
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--output", default="benchmarks/scale_out.json")
+    parser.add_argument("--profile", default=None, help="Folder for each engine's torch.profiler table.")
     arguments = parser.parse_args(argv)
     records = [
         run_engine(engine, checkpointing == "on", arguments)

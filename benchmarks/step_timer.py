@@ -32,3 +32,51 @@ class StepTimer(TrainerCallback):
 def _synchronise() -> None:
     if torch.cuda.is_available():
         torch.cuda.synchronize()
+
+
+class StepProfiler(TrainerCallback):
+    """``torch.profiler`` over ``count`` optimizer steps starting at step ``first``, written as
+    two tables (by device time and by host time) to ``path``: where a step's time goes, and how
+    much of it the GPU spends idle waiting for the host (its kernels' total beside the wall time)."""
+
+    def __init__(self, path: str, first: int, count: int = 3) -> None:
+        self.path, self.first, self.count = path, first, count
+        self._profiler = None
+        self._started = 0.0
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        if state.global_step == self.first and self._profiler is None:
+            activities = [torch.profiler.ProfilerActivity.CPU]
+            if torch.cuda.is_available():
+                activities.append(torch.profiler.ProfilerActivity.CUDA)
+            _synchronise()
+            self._profiler = torch.profiler.profile(activities=activities)
+            self._profiler.__enter__()
+            self._started = time.perf_counter()
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if self._profiler is None or state.global_step != self.first + self.count:
+            return
+        _synchronise()
+        wall = time.perf_counter() - self._started
+        self._profiler.__exit__(None, None, None)
+        averages = self._profiler.key_averages()
+        # The kernels themselves (an operator's row repeats its kernels' time, as the table's total skips it).
+        device_busy = (
+            sum(
+                event.self_device_time_total
+                for event in averages
+                if event.device_type == torch.autograd.DeviceType.CUDA and not event.is_user_annotation
+            )
+            / 1e6
+        )
+        with open(self.path, "w", encoding="utf-8") as handle:
+            handle.write(
+                f"{self.count} steps: wall {wall:.3f} s, device kernels {device_busy:.3f} s "
+                f"({100 * device_busy / wall:.0f}% busy)\n\n"
+            )
+            for key in ("self_device_time_total", "self_cpu_time_total", "count"):
+                handle.write(
+                    f"sorted by {key}\n{averages.table(sort_by=key, row_limit=25, max_name_column_width=60)}\n"
+                )
+        self._profiler = None

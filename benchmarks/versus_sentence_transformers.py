@@ -3,6 +3,7 @@
     python benchmarks/versus_sentence_transformers.py train --rounds 2
     python benchmarks/versus_sentence_transformers.py encode --texts 4000 --rounds 3
     python benchmarks/versus_sentence_transformers.py --avx2_kernels train --rounds 3
+    python benchmarks/versus_sentence_transformers.py --device cuda train --rounds 3 --steps 20
 
 Same machine, model (all-MiniLM-L6-v2, the copy shipped on PyPI), data (the wine sample), batch
 size (32 items) and max length (128) on both sides, in one process, the configurations taking
@@ -14,10 +15,12 @@ for ``SentenceTransformerTrainer`` with MultipleNegativesRankingLoss (anchor = t
 description) and with TripletLoss (a random other item's description as the negative); the ratio
 of each row to the MNRL row of the same precision, read from the trainer's arguments (the rows
 labelled bf16 run under bf16 autocast on any CPU with bf16 instructions, AMX or AVX512-BF16; on
-other CPUs they are left out).
+other CPUs they are left out). ``--device cuda`` runs both sides on the GPU, where every bf16 row
+runs (under the GPU's bf16 autocast) and the fp32 rows stay fp32 (TF32 off, torch's default).
 
 ``encode``: texts per second of ``encoding.encode_texts`` against ``SentenceTransformer.encode``
-on the same titles and descriptions, batch 32; the median of ``--rounds``; the ratio.
+on the same titles and descriptions, batch 32, at the same precision (fp32 on a CPU, bf16
+autocast on a GPU); the median of ``--rounds``; the ratio.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import argparse
 import dataclasses
 import os
 import platform
+import re
 import statistics
 import sys
 import tempfile
@@ -34,7 +38,7 @@ from collections.abc import Callable
 
 import torch
 from datasets import Dataset
-from step_timer import StepTimer
+from step_timer import StepProfiler, StepTimer
 from transformers import AutoTokenizer
 
 from metricbert_trainer.base.config import cpu_flags
@@ -59,7 +63,8 @@ NO_MLM = [
 FP32 = ["--cpu_bf16", "false", "--length_groups", "4"]  # as on a CPU without AMX
 # The rows labelled bf16 run under bf16 autocast on any CPU with bf16 instructions, whether or not
 # cpu_bf16 would choose it there (it does on AMX only), so that both precisions can be compared.
-BF16 = ["--bf16", "true", "--use_cpu", "true"]
+BF16 = ["--bf16", "true"]
+ON_CPU = ["--use_cpu", "true"]
 # The recipes' previous default: the MLM pass for L_MLM, a second pass over the original text for the vectors.
 UNMASKED_POOLING = ["--pooling_input", "unmasked"]
 NO_CACHE = ["--guide_embedding_cache", "false"]  # the guide runs its forward every step
@@ -164,7 +169,13 @@ def our_trainer(
 
 
 def sentence_transformers_trainer(
-    loss_name: str, items: Dataset, steps: int, output_dir: str, timer: StepTimer, bf16: bool = False
+    loss_name: str,
+    items: Dataset,
+    steps: int,
+    output_dir: str,
+    timer: StepTimer,
+    bf16: bool = False,
+    device: str = "cpu",
 ):
     from sentence_transformers import (
         SentenceTransformer,
@@ -173,7 +184,7 @@ def sentence_transformers_trainer(
         losses,
     )
 
-    model = SentenceTransformer(resolve_model_name(DEFAULT_MODEL), device="cpu")
+    model = SentenceTransformer(resolve_model_name(DEFAULT_MODEL), device=device)
     model.max_seq_length = MAX_LENGTH
     if loss_name == "mnrl":
         dataset = Dataset.from_dict({"anchor": items["title"], "positive": items["description"]})
@@ -199,7 +210,7 @@ def sentence_transformers_trainer(
         report_to="none",
         logging_steps=steps,
         disable_tqdm=True,
-        use_cpu=True,
+        use_cpu=device == "cpu",
         bf16=bf16,
         seed=42,
     )
@@ -212,25 +223,34 @@ def run_training(arguments: argparse.Namespace) -> None:
     torch.manual_seed(0)
     catalog = load_catalog(CATALOG)
     items = catalog.dataset.shuffle(seed=0).select(range(BATCH_SIZE * (arguments.warmup + arguments.steps)))
+    device = arguments.device
+    placement = ON_CPU if device == "cpu" else []
     configurations: list[tuple[str, Callable]] = [
         (
             label,
-            lambda out, timer, c=config, o=overrides + (BF16 if "bf16" in label else []): our_trainer(
-                c, o, items, total, out, timer
+            lambda out, timer, c=config, o=overrides + placement + (BF16 if "bf16" in label else []): (
+                our_trainer(c, o, items, total, out, timer)
             ),
         )
         for label, config, overrides in OURS
     ]
     total = arguments.warmup + arguments.steps
     configurations += [
-        (MNRL, lambda out, timer: sentence_transformers_trainer("mnrl", items, total, out, timer)),
+        (
+            MNRL,
+            lambda out, timer: sentence_transformers_trainer("mnrl", items, total, out, timer, device=device),
+        ),
         (
             "sentence-transformers: TripletLoss",
-            lambda out, timer: sentence_transformers_trainer("triplet", items, total, out, timer),
+            lambda out, timer: sentence_transformers_trainer(
+                "triplet", items, total, out, timer, device=device
+            ),
         ),
         (
             MNRL_BF16,
-            lambda out, timer: sentence_transformers_trainer("mnrl", items, total, out, timer, bf16=True),
+            lambda out, timer: sentence_transformers_trainer(
+                "mnrl", items, total, out, timer, bf16=True, device=device
+            ),
         ),
     ]
     if arguments.only:
@@ -239,7 +259,7 @@ def run_training(arguments: argparse.Namespace) -> None:
             for label, build in configurations
             if label in BASELINES or any(part in label for part in arguments.only)
         ]
-    if arguments.avx2_kernels or not {"amx_bf16", "avx512_bf16"} & cpu_flags():
+    if arguments.avx2_kernels or (device == "cpu" and not {"amx_bf16", "avx512_bf16"} & cpu_flags()):
         # Without bf16 instructions autocast emulates bf16: the rows would time what nobody runs.
         configurations = [(label, build) for label, build in configurations if "bf16" not in label]
     if arguments.skip:
@@ -256,6 +276,12 @@ def run_training(arguments: argparse.Namespace) -> None:
             timer = StepTimer()
             with tempfile.TemporaryDirectory() as output_dir:
                 trainer = build(output_dir, timer)
+                if arguments.profile and round_index == 0:
+                    os.makedirs(arguments.profile, exist_ok=True)
+                    slug = re.sub(r"[^a-z0-9]+", "-", label.lower()).strip("-")[:80]
+                    trainer.add_callback(
+                        StepProfiler(os.path.join(arguments.profile, f"{slug}.txt"), first=arguments.warmup)
+                    )
                 precision[label] = "bf16" if trainer.args.bf16 else "fp32"
                 spent = time_guide_cache(trainer)
                 trainer.train()
@@ -317,13 +343,14 @@ def run_encoding(arguments: argparse.Namespace) -> None:
     texts = catalog.texts("title")[:half] + catalog.texts("description")[:half]
     path = resolve_model_name(DEFAULT_MODEL)
     ours, tokenizer = load_masked_lm(path), AutoTokenizer.from_pretrained(path)
-    theirs = SentenceTransformer(path, device="cpu")
+    theirs = SentenceTransformer(path, device=arguments.device)
+    ours.to(arguments.device)
     theirs.max_seq_length = MAX_LENGTH
     sides = {
         "ours: encode_texts": lambda: encode_texts(
             ours, tokenizer, texts, batch_size=BATCH_SIZE, max_length=MAX_LENGTH
         ),
-        "sentence-transformers: encode": lambda: theirs.encode(
+        "sentence-transformers: encode": lambda: same_precision(arguments.device)(theirs.encode)(
             texts, batch_size=BATCH_SIZE, convert_to_numpy=True
         ),
     }
@@ -343,6 +370,14 @@ def run_encoding(arguments: argparse.Namespace) -> None:
     print("| encoder | texts/s | ratio to ST |\n|---|---:|---:|")
     for label, rate in rates.items():
         print(f"| {label} | {rate:.1f} | {rate / baseline:.2f} |")
+
+
+def same_precision(device: str) -> Callable:
+    """Runs sentence-transformers' encode under the precision ``encode_texts`` uses there: bf16
+    autocast on a GPU, fp32 on a CPU."""
+    if device == "cpu":
+        return lambda encode: encode
+    return torch.autocast(device, dtype=torch.bfloat16)
 
 
 def cpu_name() -> str:
@@ -371,9 +406,16 @@ def restart_with_avx2_kernels() -> None:
         os.execve(sys.executable, [sys.executable, *sys.argv], {**os.environ, **AVX2_KERNELS})
 
 
+def machine(arguments: argparse.Namespace) -> str:
+    """The device the rows ran on: the GPU's name, or the CPU's with its kernels and threads."""
+    if arguments.device == "cuda":
+        return f"{torch.cuda.get_device_name()} (CPU {cpu_name()})"
+    return f"{cpu_name()}, {kernels()}, {torch.get_num_threads()} threads"
+
+
 def header(arguments: argparse.Namespace, what: str) -> str:
     return (
-        f"\n{time.strftime('%Y-%m-%d')}, {cpu_name()}, {kernels()}, {torch.get_num_threads()} threads, "
+        f"\n{time.strftime('%Y-%m-%d')}, {machine(arguments)}, "
         f"torch {torch.__version__}; all-MiniLM-L6-v2, wine sample, batch {BATCH_SIZE}, max length {MAX_LENGTH}; {what}\n"
     )
 
@@ -384,6 +426,12 @@ def main(argv: list[str] | None = None) -> None:
         "--avx2_kernels",
         action="store_true",
         help="Imitate a CPU with AVX2 only (ATen, oneDNN and MKL capped at AVX2); train runs the fp32 rows only.",
+    )
+    parser.add_argument(
+        "--device",
+        choices=["cpu", "cuda"],
+        default="cpu",
+        help="Where both sides train and encode: the CPU, or the GPU (every bf16 row runs there).",
     )
     commands = parser.add_subparsers(dest="command", required=True)
     train = commands.add_parser("train")
@@ -402,12 +450,24 @@ def main(argv: list[str] | None = None) -> None:
         default=None,
         help="Leave out the rows whose label contains one of these (MNRL always runs).",
     )
+    train.add_argument(
+        "--profile",
+        default=None,
+        help="Folder for a torch.profiler table of each row's first measured steps.",
+    )
     train.set_defaults(run=run_training)
     encode = commands.add_parser("encode")
     encode.add_argument("--texts", type=int, default=4000)
     encode.add_argument("--rounds", type=int, default=3)
     encode.set_defaults(run=run_encoding)
+    parser.add_argument(
+        "--no_cudnn_attention",
+        action="store_true",
+        help="Leave cuDNN out of scaled-dot-product attention on the GPU (both sides): its plans are built per shape.",
+    )
     arguments = parser.parse_args(argv)
+    if arguments.no_cudnn_attention:
+        torch.backends.cuda.enable_cudnn_sdp(False)
     if arguments.avx2_kernels:
         restart_with_avx2_kernels()
     arguments.run(arguments)

@@ -15,6 +15,14 @@ from __future__ import annotations
 import torch
 
 
+def length_groups_on(device: torch.device, requested: int) -> int:
+    """The groups a pass uses on ``device``: ``requested`` on a CPU, whose cost follows the padded
+    tokens; one on an accelerator, where padding is nearly free and each group is another launch
+    of every kernel and another attention shape (4 groups made an H200's MiniLM step 3x slower,
+    benchmarks/RESULTS.md)."""
+    return requested if device.type == "cpu" else 1
+
+
 def split_by_length(attention_mask: torch.Tensor, groups: int) -> list[torch.Tensor]:
     """The batch's row indices sorted by token length and split into up to ``groups`` groups of
     near-equal size (never an empty one); one group in batch order when ``groups`` is 1."""

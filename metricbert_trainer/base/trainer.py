@@ -21,6 +21,7 @@ import torch
 from transformers import AutoTokenizer, PreTrainedModel, Trainer, TrainingArguments
 from transformers.trainer_utils import get_last_checkpoint
 
+from metricbert_trainer.base.attention import varying_shape_attention
 from metricbert_trainer.base.checkpoints import StagedCheckpoints
 from metricbert_trainer.base.collator import batch_slots, count_truncated
 from metricbert_trainer.base.config import CatalogTrainerConfig
@@ -333,7 +334,8 @@ class CatalogTrainer(StagedCheckpoints, Trainer):
         return whole_copy(model.base_model).requires_grad_(False)
 
     def training_step(self, model, inputs, num_items_in_batch=None) -> torch.Tensor:
-        loss = super().training_step(model, inputs, num_items_in_batch)
+        with varying_shape_attention(self.args.device):
+            loss = super().training_step(model, inputs, num_items_in_batch)
         finite = torch.isfinite(loss.detach()).all().float()
         if self.accelerator.num_processes > 1:
             # Every process must take the same decision: the gradients were all-reduced already.

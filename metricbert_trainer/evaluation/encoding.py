@@ -22,6 +22,7 @@ import torch
 from tqdm.auto import tqdm
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+from metricbert_trainer.base.attention import varying_shape_attention
 from metricbert_trainer.base.distributed import world_size
 from metricbert_trainer.base.pooling import mean_pool
 from metricbert_trainer.data.catalog import Catalog
@@ -116,7 +117,7 @@ def inference_session(model: PreTrainedModel, precision: str = "auto") -> Iterat
     was_training = model.training
     model.eval()
     try:
-        with torch.inference_mode(), inference_autocast(device, precision):
+        with torch.inference_mode(), inference_autocast(device, precision), varying_shape_attention(device):
             yield device
     finally:
         model.train(was_training)

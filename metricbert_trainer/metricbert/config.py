@@ -142,8 +142,9 @@ class MetricBertConfig(CatalogTrainerConfig):
             "help": "Encode each field of a batch in this many groups of texts of similar token length, each "
             "padded to its own longest text instead of the field's: the encoder works through less padding while "
             "the mining batch stays whole and every vector stays the whole-batch one up to rounding. The MiniLM "
-            "recipes use 4, which speeds a CPU step up; on a GPU small groups can leave it idle, so the "
-            "large-model recipes keep 1 (measurements: benchmarks/RESULTS.md)."
+            "recipes use 4, which speeds a CPU step up. CPU only: on a GPU every pass uses one group, since each "
+            "group launches every kernel again (4 groups made an H200's MiniLM step 3x slower; measurements: "
+            "benchmarks/RESULTS.md)."
         },
     )
     false_negative_filter: bool = field(

@@ -13,6 +13,7 @@ from metricbert_trainer.base.checkpoints import checkpoint_to_resume
 from metricbert_trainer.base.collator import field_inputs, unmasked
 from metricbert_trainer.base.distributed import gather_with_grad, share_of_global_mean, world_size
 from metricbert_trainer.base.gradient_norms import term_gradient_norms
+from metricbert_trainer.base.length_groups import length_groups_on
 from metricbert_trainer.base.trainer import CatalogTrainer
 from metricbert_trainer.metricbert.collator import MetricBertCollator
 from metricbert_trainer.metricbert.config import MetricBertConfig
@@ -146,7 +147,7 @@ class MetricBertTrainer(CatalogTrainer):
             metric_batch=inputs,
             fields=self.batch_fields,
             pooling_input=args.pooling_input,
-            length_groups=args.length_groups,
+            length_groups=length_groups_on(args.device, args.length_groups),
         )
         embeddings, shard = outputs["embeddings"], None
         if self.gathers_across_processes:

@@ -1,7 +1,12 @@
 import pytest
 import torch
 
-from metricbert_trainer.base.length_groups import group_inputs, in_batch_order, split_by_length
+from metricbert_trainer.base.length_groups import (
+    group_inputs,
+    in_batch_order,
+    length_groups_on,
+    split_by_length,
+)
 
 
 def _right_padded(lengths, width):
@@ -49,3 +54,10 @@ def test_results_come_back_in_batch_order():
     groups = [torch.tensor([2, 0]), torch.tensor([3, 1])]
     parts = [torch.tensor([[20.0], [0.0]]), torch.tensor([[30.0], [10.0]])]
     assert in_batch_order(parts, groups).flatten().tolist() == [0.0, 10.0, 20.0, 30.0]
+
+
+def test_groups_are_a_cpu_speed_up_only():
+    # On a GPU each group launches every kernel again: one padded batch per field there.
+    assert length_groups_on(torch.device("cpu"), 4) == 4
+    assert length_groups_on(torch.device("cuda", 0), 4) == 1
+    assert length_groups_on(torch.device("cuda"), 1) == 1
