@@ -119,9 +119,9 @@ def share_of_global_mean(
         count = count.clone()
         dist.all_reduce(count, op=dist.ReduceOp.SUM)
         scale = shard.world_size
-    if float(count) == 0:
-        return local_sum * 0.0
-    return local_sum * scale / count
+    # No term anywhere: the sum is 0, and 0 / 1 keeps it joined to the graph without the host
+    # reading the count (a device sync every step on a GPU).
+    return local_sum * scale / count.clamp(min=1)
 
 
 def mean_by_name_across_processes(local: dict[str, float], device: torch.device | str) -> dict[str, float]:

@@ -412,10 +412,17 @@ class CatalogTrainer(StagedCheckpoints, Trainer):
         self.control = self.callback_handler.on_evaluate(self.args, self.state, self.control, metrics)
         return metrics
 
-    def record(self, values: dict[str, float]) -> None:
-        """Keeps a step's loss terms and statistics until the next log."""
+    def record(self, values: dict[str, float | torch.Tensor]) -> None:
+        """Keeps a step's loss terms and statistics until the next log.
+
+        A tensor value stays on its device (in float64, as a Python float would average) and is
+        read once, at the log: reading it every step would make the host wait for the device
+        each time, a pipeline stall per statistic on a GPU.
+        """
         mode = "train" if self.model.training else "eval"
         for name, value in values.items():
+            if isinstance(value, torch.Tensor):
+                value = value.detach().to(torch.float64)
             self._metrics[mode][name].append(value)
 
     def on_logged_means(self, means: dict[str, float]) -> None:
@@ -426,8 +433,7 @@ class CatalogTrainer(StagedCheckpoints, Trainer):
         recorded = self._metrics[mode]
         # Every process takes part in the averaging, also one that recorded nothing this time:
         # the names are agreed across processes (distributed.mean_by_name_across_processes).
-        local = {name: sum(values) / len(values) for name, values in recorded.items() if values}
-        means = mean_by_name_across_processes(local, self.args.device)
+        means = mean_by_name_across_processes(local_means(recorded), self.args.device)
         if means:
             prefix = "" if mode == "train" else "eval_"
             means = {name: round(value, 6) for name, value in means.items()}
@@ -437,3 +443,15 @@ class CatalogTrainer(StagedCheckpoints, Trainer):
         if mode == "train" and self.nonfinite_losses_skipped:
             logs = {**logs, "nonfinite_losses_skipped": self.nonfinite_losses_skipped}
         super().log(logs, start_time)
+
+
+def local_means(recorded: dict[str, list[float | torch.Tensor]]) -> dict[str, float]:
+    """Each recorded name's mean over its values, as floats; the device values are read in one
+    transfer."""
+    means = {name: sum(values) / len(values) for name, values in recorded.items() if values}
+    on_device = {name: mean for name, mean in means.items() if isinstance(mean, torch.Tensor)}
+    if on_device:
+        device = next(iter(on_device.values())).device
+        read = torch.stack([mean.to(device) for mean in on_device.values()]).tolist()
+        means.update(zip(on_device, read, strict=True))
+    return means

@@ -154,9 +154,9 @@ class StartingModelGuide:
         anchor_index: torch.Tensor,
         positive_index: torch.Tensor,
         negative_index: torch.Tensor,
-    ) -> float:
-        """The share of mined triplets whose negative the guide ranks above the positive."""
+    ) -> torch.Tensor:
+        """The share of mined triplets whose negative the guide ranks above the positive (0-d)."""
         anchors = guide_vectors[anchor_index]
         positive = paired_distance(anchors, guide_vectors[positive_index], Distance.ANGULAR)
         negative = paired_distance(anchors, guide_vectors[negative_index], Distance.ANGULAR)
-        return float((negative < positive).float().mean())
+        return (negative < positive).float().mean()

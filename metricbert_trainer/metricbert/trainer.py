@@ -173,8 +173,8 @@ class MetricBertTrainer(CatalogTrainer):
             terms["mlm"] = self.current_mlm_weight * mlm_loss
             loss = loss + terms["mlm"]
         statistics = {
-            "mlm_loss": float(mlm_loss.detach()),
-            f"{self.metric_loss.name}_loss": float(metric.loss.detach()),
+            "mlm_loss": mlm_loss.detach(),
+            f"{self.metric_loss.name}_loss": metric.loss.detach(),
             "embedding_spread": embedding_spread(torch.cat([titles, descriptions])),
             **metric.statistics,
         }
@@ -184,7 +184,7 @@ class MetricBertTrainer(CatalogTrainer):
                 anchor_weights = guide_positive_confidence(
                     guide_vectors, temperature=args.distill_temperature
                 ).pow(args.distill_confidence_power)
-                statistics["distill_anchor_weight"] = float(anchor_weights.mean())
+                statistics["distill_anchor_weight"] = anchor_weights.mean()
             distill_loss = relational_distillation(
                 torch.cat([titles, descriptions]),
                 guide_vectors,
@@ -196,12 +196,12 @@ class MetricBertTrainer(CatalogTrainer):
             )
             terms["distill"] = args.distill_weight * distill_loss
             loss = loss + terms["distill"]
-            statistics["distill_loss"] = float(distill_loss.detach())
+            statistics["distill_loss"] = distill_loss.detach()
         if args.teacher_weight > 0:
             teacher_loss = self._teacher_term(inputs, titles, descriptions, guide_vectors, shard)
             terms["teacher"] = args.teacher_weight * teacher_loss
             loss = loss + terms["teacher"]
-            statistics["teacher_loss"] = float(teacher_loss.detach())
+            statistics["teacher_loss"] = teacher_loss.detach()
         if guide_vectors is not None and len(metric.anchor_index):
             statistics["guide_negative_closer_rate"] = self.guide.negative_closer_rate(
                 guide_vectors, metric.anchor_index, metric.positive_index, metric.negative_index

@@ -121,11 +121,11 @@ class NerTrainer(CatalogTrainer):
         args: NerConfig = self.args
         outputs = model(tagging_batch=inputs)
         loss = outputs["tagging_loss"]
-        statistics = {"tagging_loss": float(loss.detach())}
+        statistics = {"tagging_loss": loss.detach()}
         if args.metric_weight > 0:
             metric = self.metric_loss(outputs["title_embeddings"], outputs["description_embeddings"])
             loss = loss + args.metric_weight * metric.loss
-            statistics[f"{self.metric_loss.name}_loss"] = float(metric.loss.detach())
+            statistics[f"{self.metric_loss.name}_loss"] = metric.loss.detach()
             statistics.update(metric.statistics)
         self.record(statistics)
         return (loss, outputs) if return_outputs else loss

@@ -91,14 +91,14 @@ class RecoBertTrainer(CatalogTrainer):
             loss = loss + args.mlm_weight * outputs["mlm_loss"]
         detached, matched = scores.detach(), labels > 0.5
         statistics = {
-            "mlm_loss": float(outputs["mlm_loss"].detach()),
-            "tdm_loss": float(matching.detach()),
-            "tdm_accuracy": float(((detached > 0.5) == matched).float().mean()),
+            "mlm_loss": outputs["mlm_loss"].detach(),
+            "tdm_loss": matching.detach(),
+            "tdm_accuracy": ((detached > 0.5) == matched).float().mean(),
         }
         if matched.any():
-            statistics["tdm_score_matched"] = float(detached[matched].mean())
+            statistics["tdm_score_matched"] = detached[matched].mean()
         if not matched.all():
-            statistics["tdm_score_mismatched"] = float(detached[~matched].mean())
+            statistics["tdm_score_mismatched"] = detached[~matched].mean()
         self.record(statistics)
         return (loss, outputs) if return_outputs else loss
 

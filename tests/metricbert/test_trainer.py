@@ -1,4 +1,7 @@
+import collections
 import json
+import traceback
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -535,3 +538,57 @@ def test_gradient_norms_of_each_term_are_logged_and_leave_training_as_it_was(
 def test_gradient_norms_are_refused_with_gradient_checkpointing(tmp_path):
     with pytest.raises(ValueError, match="gradient checkpointing"):
         _config(tmp_path, log_gradient_norms=True, activation_checkpointing=True)
+
+
+class HostReads(torch.overrides.TorchFunctionMode):
+    """Where this package reads a tensor's value on the host: on a GPU each read waits for the
+    device to finish everything queued before it."""
+
+    READS = {
+        torch.Tensor.item,
+        torch.Tensor.__float__,
+        torch.Tensor.__int__,
+        torch.Tensor.__bool__,
+        torch.Tensor.tolist,
+    }
+
+    def __init__(self):
+        super().__init__()
+        self.places = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if func in self.READS:
+            caller = traceback.extract_stack()[-2]  # reads inside transformers or torch are theirs
+            if "/metricbert_trainer/" in caller.filename:
+                self.places.append(f"{Path(caller.filename).name}:{caller.name}")
+        return func(*args, **(kwargs or {}))
+
+
+def test_the_logged_statistics_are_read_on_the_host_once_per_log_not_every_step(
+    tmp_path, tiny_model_path, tokenizer, wine_items
+):
+    # The default objective's terms and statistics (MLM, guard, filter, diagnostics), 4 steps, one log.
+    args = _config(
+        tmp_path,
+        logging_steps=4,
+        max_steps=4,
+        mlm_weight=1.0,
+        mlm_probability=0.15,
+        distill_weight=1.0,
+        guide_embedding_cache=False,
+    )
+    trainer = MetricBertTrainer(
+        load_masked_lm(tiny_model_path), args, train_dataset=wine_items, processing_class=tokenizer
+    )
+    reads = HostReads()
+    with reads:
+        trainer.train()
+    per_step = collections.Counter(reads.places)
+    # Every step: the non-finite loss check, and the miner's check that each anchor has a candidate.
+    assert per_step.pop("trainer.py:training_step") == 4
+    assert per_step.pop("mining.py:mine_negatives") == 4
+    # Once per log: the recorded values, in one transfer.
+    assert per_step.pop("trainer.py:local_means") == 1
+    assert not per_step, per_step
+    logged = trainer.state.log_history[0]
+    assert {"mlm_loss", "triplet_loss", "distill_loss", "filtered_candidate_rate", "mean_d_ap"} <= set(logged)

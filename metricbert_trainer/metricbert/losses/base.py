@@ -170,7 +170,7 @@ class InBatchLoss(nn.Module):
             suspects = StartingModelGuide.closer_than_positive(
                 guide_vectors, anchor_index, positive_index, self.false_negative_margin
             )
-            filter_statistics["filtered_candidate_rate"] = float(suspects.float().mean())
+            filter_statistics["filtered_candidate_rate"] = suspects.float().mean()
             allowed &= ~suspects
         # An anchor with no candidate (filtered out, or a one-item batch) has no triplet.
         keep = allowed.any(dim=1)
@@ -192,22 +192,25 @@ class InBatchLoss(nn.Module):
         return LossOutput(loss, statistics, anchor_index, positive_index, negative_index)
 
 
-def mining_statistics(positive_distance: torch.Tensor, negative_distance: torch.Tensor) -> dict[str, float]:
+def mining_statistics(
+    positive_distance: torch.Tensor, negative_distance: torch.Tensor
+) -> dict[str, torch.Tensor]:
     """What tells a healthy run from a collapsing one, for any objective: the share of mined
-    negatives closer than the positive, and the mean distances on both sides."""
+    negatives closer than the positive, and the mean distances on both sides (0-d tensors, read
+    when logged)."""
     positive_distance, negative_distance = positive_distance.detach(), negative_distance.detach()
     return {
-        "negative_closer_rate": float((negative_distance < positive_distance).float().mean()),
-        "mean_d_ap": float(positive_distance.mean()),
-        "mean_d_an": float(negative_distance.mean()),
+        "negative_closer_rate": (negative_distance < positive_distance).float().mean(),
+        "mean_d_ap": positive_distance.mean(),
+        "mean_d_an": negative_distance.mean(),
     }
 
 
-def embedding_spread(embeddings: torch.Tensor) -> float:
+def embedding_spread(embeddings: torch.Tensor) -> float | torch.Tensor:
     """The mean angular distance between distinct elements of a batch: near 0 means collapse."""
     with torch.no_grad():
         distances = pairwise_distance(embeddings, embeddings, Distance.ANGULAR)
         count = distances.shape[0]
         if count < 2:
             return 0.0
-        return float((distances.sum() - distances.diagonal().sum()) / (count * (count - 1)))
+        return (distances.sum() - distances.diagonal().sum()) / (count * (count - 1))

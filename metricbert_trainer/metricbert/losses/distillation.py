@@ -113,7 +113,10 @@ def relational_distillation(
         left_out |= field_of[rows][:, None] != field_of[None, :]
     elif not include_positive:
         left_out |= F.one_hot(own_positive(rows, len(elements)), len(elements)).bool()
-    if len(rows) == 0 or int((~left_out[0]).sum()) < 2:
+    # Each row distributes over every element but itself, its positive unless included, and the
+    # other field's elements when within_field: known from the shapes, without reading the mask.
+    candidates = items - 1 if within_field else len(elements) - (1 if include_positive else 2)
+    if len(rows) == 0 or candidates < 2:
         # Fewer than two elements to distribute over: nothing to distill.
         return share_of_global_mean(elements.sum() * 0.0, 0, shard)
     student = cosine_matrix(elements[rows], elements).masked_fill(left_out, float("-inf")) / temperature

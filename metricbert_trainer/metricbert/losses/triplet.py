@@ -43,6 +43,6 @@ class TripletLoss(InBatchLoss):
     def anchor_losses(self, batch: MinedBatch) -> torch.Tensor:
         return F.relu(self.margin + batch.positive_distance - batch.negative_distance)
 
-    def objective_statistics(self, batch: MinedBatch) -> dict[str, float]:
+    def objective_statistics(self, batch: MinedBatch) -> dict[str, torch.Tensor]:
         violated = batch.positive_distance.detach() + self.margin > batch.negative_distance.detach()
-        return {"margin_violation_rate": float(violated.float().mean())}
+        return {"margin_violation_rate": violated.float().mean()}
