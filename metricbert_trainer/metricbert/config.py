@@ -60,6 +60,7 @@ from metricbert_trainer.metricbert.losses.mining import Anchors, Mining, Negativ
         "The MLM term": (
             "mlm_head_warmup_steps",
             "mlm_head_warmup_learning_rate",
+            "mlm_head_warmup_batches",
             "mlm_weight_ramp_steps",
             "pooling_input",
         ),
@@ -261,6 +262,14 @@ class MetricBertConfig(CatalogTrainerConfig):
     mlm_head_warmup_learning_rate: float = field(
         default=1e-3, metadata={"help": "AdamW learning rate of the MLM-head warm-up."}
     )
+    mlm_head_warmup_batches: int = field(
+        default=0,
+        metadata={
+            "help": "Batches the frozen encoder encodes once, in eval mode and in length_groups groups, for the "
+            "MLM-head warm-up's steps to cycle through; 0 encodes a fresh batch, dropout on, for every warm-up "
+            "step, which on long descriptions makes the warm-up as long as the training (benchmarks/RESULTS.md)."
+        },
+    )
     mlm_weight_ramp_steps: int = field(
         default=0,
         metadata={
@@ -295,6 +304,7 @@ class MetricBertConfig(CatalogTrainerConfig):
         "distill_confidence_power": above(0),
         "distill_temperature": above(0),
         "mlm_head_warmup_steps": at_least(0),
+        "mlm_head_warmup_batches": at_least(0),
         "mlm_weight_ramp_steps": at_least(0),
         "mlm_head_warmup_learning_rate": above(0),
     }
@@ -304,6 +314,11 @@ class MetricBertConfig(CatalogTrainerConfig):
         if self.mlm_head_warmup_steps and self.mlm_weight == 0:
             raise ValueError(
                 "mlm_head_warmup_steps warms the head up for the MLM term: set mlm_weight > 0 too."
+            )
+        if self.mlm_head_warmup_batches and not self.mlm_head_warmup_steps:
+            raise ValueError(
+                "mlm_head_warmup_batches sets how the MLM-head warm-up encodes its batches, and there is no warm-up: "
+                "set mlm_head_warmup_steps > 0 too, or leave mlm_head_warmup_batches at 0."
             )
         if self.log_gradient_norms and self.gradient_checkpointing:
             raise ValueError(

@@ -25,6 +25,7 @@ from tqdm.auto import tqdm
 
 from metricbert_trainer.base.collator import field_inputs
 from metricbert_trainer.base.distributed import world_size
+from metricbert_trainer.base.length_groups import group_inputs, split_by_length
 from metricbert_trainer.base.modeling import (
     copy_parameters_into_partitioned,
     find_mlm_head,
@@ -41,11 +42,14 @@ PROBE_BATCHES = 4
 
 @dataclass(frozen=True)
 class MlmHeadWarmup:
-    """What the warm-up did: its steps and the mean MLM loss on the probe batches before and after."""
+    """What the warm-up did: its steps, the batches it encoded once (0: a fresh one each step),
+    the mean MLM loss on the probe batches before and after, and its wall time."""
 
     steps: int
     loss_before: float
     loss_after: float
+    encoded_batches: int = 0
+    seconds: float = 0.0
 
 
 def head_parameters(model: torch.nn.Module) -> list[torch.nn.Parameter]:
@@ -75,6 +79,31 @@ def masked_lm_loss(
     return F.cross_entropy(torch.cat(logits).float(), torch.cat(labels))
 
 
+def frozen_masked_states(
+    model: torch.nn.Module, batch: dict[str, torch.Tensor], fields: tuple[str, ...], length_groups: int = 1
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The encoder's last hidden states at the masked positions of every field of ``batch`` and
+    their labels (``[M, H]``, ``[M]``), each field encoded in ``length_groups`` groups of similar
+    length (``base.length_groups``): all the head needs, without the padding's work."""
+    states, targets = [], []
+    for name in fields:
+        inputs = field_inputs(batch, name)
+        labels = inputs.pop("labels")
+        for rows in split_by_length(inputs["attention_mask"], length_groups):
+            group = group_inputs(inputs, rows)
+            group_labels = labels[rows, : group["input_ids"].shape[1]]
+            masked = group_labels != -100
+            states.append(model.base_model(**group).last_hidden_state[masked])
+            targets.append(group_labels[masked])
+    return torch.cat(states), torch.cat(targets)
+
+
+def head_loss(model: torch.nn.Module, states: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+    """The MLM loss of the head alone on ``frozen_masked_states``' output."""
+    hidden, labels = states
+    return F.cross_entropy(find_mlm_head(model)(hidden).float(), labels)
+
+
 def warm_up_mlm_head(
     model: torch.nn.Module,
     loader: DataLoader,
@@ -85,11 +114,20 @@ def warm_up_mlm_head(
     device: torch.device,
     autocast,
     show_progress: bool = False,
+    encoded_batches: int = 0,
+    length_groups: int = 1,
 ) -> MlmHeadWarmup:
     """Trains the MLM head alone for ``steps`` batches of ``loader`` (cycled), AdamW at ``learning_rate``.
 
     It runs before the training loop's own progress bar, and on a CPU can take minutes: it says
     when it starts and ends, and ``show_progress`` draws a bar of its steps.
+
+    ``encoded_batches`` = 0 encodes a fresh batch in train mode (dropout on) for every step.
+    Above 0, the frozen encoder, in eval mode, encodes that many batches once, in
+    ``length_groups`` groups, and the head cycles through their masked positions' states: the
+    encoder is frozen, so re-encoding a batch would give the same states, and a head step costs a
+    fraction of a forward pass; on long descriptions the steps that each encode a batch take as
+    long as the whole training (benchmarks/RESULTS.md, "The MLM-head warm-up").
 
     The first ``PROBE_BATCHES`` batches are held back to measure the MLM loss before and after.
     In a distributed run every process calls this with its own shard of the data; the head's
@@ -102,17 +140,36 @@ def warm_up_mlm_head(
     run warms up, at the cost of one whole model per process while it lasts.
     """
     logger.info("MLM-head warm-up: training the head alone for %d steps, the encoder frozen.", steps)
+    options = dict(
+        steps=steps,
+        learning_rate=learning_rate,
+        device=device,
+        autocast=autocast,
+        show_progress=show_progress,
+        encoded_batches=encoded_batches,
+        length_groups=length_groups,
+    )
     if not is_partitioned(model):
-        return _warm_up_whole(model, loader, fields, steps, learning_rate, device, autocast, show_progress)
+        return _warm_up_whole(model, loader, fields, **options)
     whole = whole_copy(model)
-    warmup = _warm_up_whole(whole, loader, fields, steps, learning_rate, device, autocast, show_progress)
+    warmup = _warm_up_whole(whole, loader, fields, **options)
     trained = [name for name, _ in mlm_head_own_parameters(model)]
     copy_parameters_into_partitioned(find_mlm_head(model), find_mlm_head(whole), trained)
     return warmup
 
 
 def _warm_up_whole(
-    model, loader, fields, steps, learning_rate, device, autocast, show_progress
+    model,
+    loader,
+    fields,
+    *,
+    steps,
+    learning_rate,
+    device,
+    autocast,
+    show_progress,
+    encoded_batches,
+    length_groups,
 ) -> MlmHeadWarmup:
     parameters = head_parameters(model)
     frozen = [parameter for parameter in parameters if not parameter.requires_grad]
@@ -120,38 +177,57 @@ def _warm_up_whole(
         parameter.requires_grad_(True)
     model.to(device)
     was_training = model.training
-    model.train()
     batches = _cycle(loader)
-    probes = [_to_device(next(batches), device) for _ in range(PROBE_BATCHES)]
-    optimizer = torch.optim.AdamW(parameters, lr=learning_rate, weight_decay=0.0)
     started = time.perf_counter()
+    if encoded_batches:
+        model.eval()
+        total = PROBE_BATCHES + encoded_batches
+        logger.info("MLM-head warm-up: encoding %d batches once, the encoder frozen in eval mode.", total)
+        with torch.no_grad(), autocast():
+            states = [
+                frozen_masked_states(model, _to_device(next(batches), device), fields, length_groups)
+                for _ in tqdm(range(total), desc="MLM-head warm-up, encoding", disable=not show_progress)
+            ]
+        probes, encoded = states[:PROBE_BATCHES], states[PROBE_BATCHES:]
+
+        def loss_of(states: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+            return head_loss(model, states)
+
+        def step_input(step: int):
+            return encoded[step % encoded_batches]
+    else:
+        model.train()
+        probes = [_to_device(next(batches), device) for _ in range(PROBE_BATCHES)]
+
+        def loss_of(batch: dict[str, torch.Tensor]) -> torch.Tensor:
+            return masked_lm_loss(model, batch, fields)
+
+        def step_input(step: int):
+            return _to_device(next(batches), device)
+
+    optimizer = torch.optim.AdamW(parameters, lr=learning_rate, weight_decay=0.0)
     try:
-        before = _probe_loss(model, probes, fields, autocast)
-        for _ in tqdm(range(steps), desc="MLM-head warm-up", disable=not show_progress):
+        before = _probe_loss(loss_of, probes, autocast)
+        for step in tqdm(range(steps), desc="MLM-head warm-up", disable=not show_progress):
             with autocast():
-                loss = masked_lm_loss(model, _to_device(next(batches), device), fields)
+                loss = loss_of(step_input(step))
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             _average_across_processes(parameters)
             optimizer.step()
-        after = _probe_loss(model, probes, fields, autocast)
+        after = _probe_loss(loss_of, probes, autocast)
     finally:
         for parameter in frozen:
             parameter.requires_grad_(False)
         model.train(was_training)
-    logger.info(
-        "MLM-head warm-up, %d steps in %.1f s: MLM loss %.3f -> %.3f.",
-        steps,
-        time.perf_counter() - started,
-        before,
-        after,
-    )
-    return MlmHeadWarmup(steps, before, after)
+    seconds = time.perf_counter() - started
+    logger.info("MLM-head warm-up, %d steps in %.1f s: MLM loss %.3f -> %.3f.", steps, seconds, before, after)
+    return MlmHeadWarmup(steps, before, after, encoded_batches, seconds)
 
 
-def _probe_loss(model, probes: list[dict[str, torch.Tensor]], fields: tuple[str, ...], autocast) -> float:
+def _probe_loss(loss_of, probes: list, autocast) -> float:
     with torch.no_grad(), autocast():
-        return sum(float(masked_lm_loss(model, batch, fields)) for batch in probes) / len(probes)
+        return sum(float(loss_of(probe)) for probe in probes) / len(probes)
 
 
 def _to_device(batch: dict[str, torch.Tensor], device: torch.device) -> dict[str, torch.Tensor]:

@@ -261,6 +261,8 @@ class MetricBertTrainer(CatalogTrainer):
                 device=self.args.device,
                 autocast=self.accelerator.autocast,
                 show_progress=self._shows_progress(),
+                encoded_batches=self.args.mlm_head_warmup_batches,
+                length_groups=length_groups_on(self.args.device, self.args.length_groups),
             )
         return super().train(resume_from_checkpoint=resume_from_checkpoint, trial=trial, **kwargs)
 
@@ -355,8 +357,13 @@ class MetricBertTrainer(CatalogTrainer):
         )
         if self.mlm_head_warmup is not None:
             warmup = self.mlm_head_warmup
+            encoded = (
+                f" on the states of {warmup.encoded_batches} batches encoded once"
+                if warmup.encoded_batches
+                else ""
+            )
             section += (
-                f"\nThe MLM head was warmed up alone for {warmup.steps} steps first: MLM loss "
+                f"\nThe MLM head was warmed up alone for {warmup.steps} steps{encoded} first: MLM loss "
                 f"{warmup.loss_before:.3f} -> {warmup.loss_after:.3f}.\n"
             )
         return section

@@ -7,8 +7,9 @@ import torch
 
 from metricbert_trainer.base.modeling import load_masked_lm
 from metricbert_trainer.data.catalog import load_catalog
+from metricbert_trainer.metricbert.collator import MetricBertCollator
 from metricbert_trainer.metricbert.config import MetricBertConfig
-from metricbert_trainer.metricbert.mlm_warmup import head_parameters
+from metricbert_trainer.metricbert.mlm_warmup import PROBE_BATCHES, frozen_masked_states, head_parameters
 from metricbert_trainer.metricbert.trainer import MetricBertTrainer
 
 
@@ -33,8 +34,9 @@ def _trainer(tmp_path, model_path, tokenizer, items, **overrides):
     )
 
 
+@pytest.mark.parametrize("encoded_batches", [0, 3])
 def test_warm_up_trains_the_head_alone_and_lowers_its_mlm_loss(
-    tmp_path, tiny_model_path, tokenizer, wines_csv
+    tmp_path, tiny_model_path, tokenizer, wines_csv, encoded_batches
 ):
     items = load_catalog(wines_csv).dataset.select(range(128))
     trainer = _trainer(
@@ -44,6 +46,7 @@ def test_warm_up_trains_the_head_alone_and_lowers_its_mlm_loss(
         items,
         mlm_head_warmup_steps=40,
         mlm_head_warmup_learning_rate=1e-2,
+        mlm_head_warmup_batches=encoded_batches,
     )
     encoder_before = {name: value.clone() for name, value in trainer.model.base_model.state_dict().items()}
     head_before = [parameter.detach().clone() for parameter in head_parameters(trainer.model)]
@@ -60,6 +63,55 @@ def test_warm_up_trains_the_head_alone_and_lowers_its_mlm_loss(
     ]
     assert all(changed)
     assert "MLM loss" in trainer.objective_card_section()
+
+
+def test_encoded_batches_are_encoded_once_in_eval_mode_and_in_length_groups(
+    tmp_path, tiny_model_path, tokenizer, wines_csv
+):
+    items = load_catalog(wines_csv).dataset.select(range(96))
+    trainer = _trainer(
+        tmp_path,
+        tiny_model_path,
+        tokenizer,
+        items,
+        mlm_head_warmup_steps=12,
+        mlm_head_warmup_batches=2,
+        length_groups=2,
+    )
+    modes, mode_before = [], trainer.model.training
+    hook = trainer.model.base_model.register_forward_hook(
+        lambda module, args, output: modes.append(module.training)
+    )
+    trainer.args.max_steps = 0  # the warm-up alone: no joint step
+    trainer.args.num_train_epochs = 0
+    trainer.train()
+    hook.remove()
+    # (4 probe batches + 2) x 2 fields x 2 length groups, all before the 12 head steps, none in train mode.
+    assert modes == [False] * (PROBE_BATCHES + 2) * 2 * 2
+    assert trainer.model.training == mode_before  # given back
+    assert "on the states of 2 batches encoded once" in trainer.objective_card_section()
+
+
+def test_masked_states_in_length_groups_are_those_of_one_padded_batch(tiny_model_path, tokenizer, wines_csv):
+    items = load_catalog(wines_csv).dataset.select(range(16))
+    model = load_masked_lm(tiny_model_path).eval()
+    collator = MetricBertCollator(tokenizer, max_length=64, mlm_probability=0.3, seed=0)
+    batch = collator([dict(item) for item in items])
+    with torch.no_grad():
+        whole, whole_labels = frozen_masked_states(model, batch, ("title", "description"))
+        grouped, grouped_labels = frozen_masked_states(
+            model, batch, ("title", "description"), length_groups=4
+        )
+    # The groups put the rows in length order: compare as multisets of (label, state) rows.
+    assert len(grouped_labels) == len(whole_labels) > 0
+    for (label, total), (other_label, other_total) in zip(
+        _label_ordered(whole_labels, whole), _label_ordered(grouped_labels, grouped), strict=True
+    ):
+        assert label == other_label and abs(total - other_total) < 1e-3
+
+
+def _label_ordered(labels, states):
+    return sorted(zip(labels.tolist(), states.sum(dim=1).tolist(), strict=True))
 
 
 def test_warm_up_says_when_it_starts_and_ends_and_draws_a_bar_of_its_steps(
@@ -93,6 +145,19 @@ def test_mlm_weight_ramps_up_over_the_first_steps(tmp_path, tiny_model_path, tok
     "options, message",
     [
         ({"mlm_head_warmup_steps": 10}, "mlm_weight > 0"),
+        (
+            {"mlm_weight": 1, "mlm_probability": 0.15, "mlm_head_warmup_batches": 4},
+            "mlm_head_warmup_steps > 0",
+        ),
+        (
+            {
+                "mlm_weight": 1,
+                "mlm_probability": 0.15,
+                "mlm_head_warmup_steps": 4,
+                "mlm_head_warmup_batches": -1,
+            },
+            ">= 0",
+        ),
         ({"mlm_head_warmup_steps": -1}, ">= 0"),
         ({"mlm_weight": 1, "mlm_probability": 0.15, "mlm_head_warmup_learning_rate": 0}, "learning_rate"),
         ({"distill_weight": -1}, "distill_weight"),
