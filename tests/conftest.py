@@ -92,6 +92,31 @@ def dropout_free_metric_model(path: str):
     return enable_metric_forward(model)
 
 
+def tiny_metricbert_trainer(output_dir: Path, model_path: str, tokenizer, items, **overrides):
+    """A ``MetricBertTrainer`` of the tiny model on ``items``, on the CPU in fp32, for 2 steps of 16
+    items with ``max_length`` 64, logging every step and saving nothing; ``overrides`` change any option."""
+    from metricbert_trainer.base.modeling import load_masked_lm
+    from metricbert_trainer.metricbert.config import MetricBertConfig
+    from metricbert_trainer.metricbert.trainer import MetricBertTrainer
+
+    options = dict(
+        output_dir=str(output_dir),
+        per_device_train_batch_size=16,
+        max_steps=2,
+        learning_rate=1e-3,
+        logging_steps=1,
+        save_strategy="no",
+        report_to="none",
+        use_cpu=True,
+        cpu_bf16=False,
+        max_length=64,
+    )
+    args = MetricBertConfig(**{**options, **overrides})
+    return MetricBertTrainer(
+        load_masked_lm(model_path), args, train_dataset=items, processing_class=tokenizer
+    )
+
+
 def masked_wine_batch(wines_csv: Path, tokenizer, rows: int) -> dict:
     """The catalog's first ``rows`` wines collated for MetricBERT, 30% of their tokens masked by a
     seeded draw."""

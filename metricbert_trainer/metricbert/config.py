@@ -35,6 +35,7 @@ from metricbert_trainer.metricbert.losses.mining import Anchors, Mining, Negativ
             "anchors",
             "negative_pool",
             "gather_across_devices",
+            "batch_neighbourhood_size",
         ),
         "The guide: false negatives and diagnostics": (
             "false_negative_filter",
@@ -146,6 +147,16 @@ class MetricBertConfig(CatalogTrainerConfig):
             "recipes use 4, which speeds a CPU step up. CPU only: on a GPU every pass uses one group, since each "
             "group launches every kernel again (4 groups made an H200's MiniLM step 3x slower; measurements: "
             "benchmarks/RESULTS.md)."
+        },
+    )
+    batch_neighbourhood_size: int = field(
+        default=0,
+        metadata={
+            "help": "Build each batch from groups of this many items the frozen starting model places close "
+            "together (both fields, as Metric_Inf compares items), drawn anew every epoch, instead of items at "
+            "random: harder in-batch negatives and a teacher ranking among near items (topic-aware sampling; "
+            "metricbert/neighbourhood_batches.py). Needs the guide (false_negative_filter, distill_weight, "
+            "teacher_weight or guide_diagnostics); 0 draws batches at random."
         },
     )
     false_negative_filter: bool = field(
@@ -267,7 +278,8 @@ class MetricBertConfig(CatalogTrainerConfig):
         metadata={
             "help": "Batches the frozen encoder encodes once, in eval mode and in length_groups groups, for the "
             "MLM-head warm-up's steps to cycle through; 0 encodes a fresh batch, dropout on, for every warm-up "
-            "step, which on long descriptions makes the warm-up as long as the training (benchmarks/RESULTS.md)."
+            "step, which on long descriptions makes the warm-up as long as the training (benchmarks/RESULTS.md). "
+            "32 cost the wine sample 0.27 MPR (docs/quality.md), so 0 stays the default."
         },
     )
     mlm_weight_ramp_steps: int = field(
@@ -294,6 +306,7 @@ class MetricBertConfig(CatalogTrainerConfig):
 
     option_ranges: ClassVar[dict[str, Range]] = {
         "length_groups": at_least(1),
+        "batch_neighbourhood_size": at_least(0),
         "margin": at_least(0),
         "triplet_weight": at_least(0),
         "distill_weight": at_least(0),
@@ -319,6 +332,14 @@ class MetricBertConfig(CatalogTrainerConfig):
             raise ValueError(
                 "mlm_head_warmup_batches sets how the MLM-head warm-up encodes its batches, and there is no warm-up: "
                 "set mlm_head_warmup_steps > 0 too, or leave mlm_head_warmup_batches at 0."
+            )
+        if (
+            self.batch_neighbourhood_size == 1
+            or self.batch_neighbourhood_size > self.per_device_train_batch_size
+        ):
+            raise ValueError(
+                f"batch_neighbourhood_size {self.batch_neighbourhood_size}: a neighbourhood holds at least 2 "
+                f"items and fits in a batch ({self.per_device_train_batch_size} items); 0 draws batches at random."
             )
         if self.log_gradient_norms and self.gradient_checkpointing:
             raise ValueError(

@@ -103,6 +103,20 @@ class StartingModelGuide:
         """How many distinct texts ``cache_embeddings`` stored (0 without a cache)."""
         return len(self._cached_rows)
 
+    def cached_vectors(
+        self, tokenizer: PreTrainedTokenizerBase, texts: Sequence[str], *, max_length: int
+    ) -> torch.Tensor:
+        """[len(texts), H]: the cached vectors of ``texts``, every one cached by ``cache_embeddings``."""
+        if self._cached_vectors is None:
+            raise ValueError("The guide holds no cache: call cache_embeddings first.")
+        rows = []
+        for start in range(0, len(texts), KEYING_CHUNK):
+            chunk = tokenizer(
+                list(texts[start : start + KEYING_CHUNK]), truncation=True, max_length=max_length
+            )
+            rows += [self._cached_rows[token_key(ids)] for ids in chunk["input_ids"]]
+        return self._cached_vectors[rows]
+
     @torch.no_grad()
     def embed(self, batch: dict[str, torch.Tensor], fields: tuple[str, ...]) -> torch.Tensor:
         """Element vectors, field-major ([titles; descriptions]), from the unmasked inputs."""

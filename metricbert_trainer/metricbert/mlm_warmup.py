@@ -62,23 +62,6 @@ def head_parameters(model: torch.nn.Module) -> list[torch.nn.Parameter]:
     return [parameter for _, parameter in mlm_head_own_parameters(model)]
 
 
-def masked_lm_loss(
-    model: torch.nn.Module, batch: dict[str, torch.Tensor], fields: tuple[str, ...]
-) -> torch.Tensor:
-    """The mean MLM loss over the batch's masked tokens, with the encoder's hidden states frozen."""
-    head = find_mlm_head(model)
-    logits, labels = [], []
-    for name in fields:
-        inputs = field_inputs(batch, name)
-        field_labels = inputs.pop("labels")
-        masked = field_labels != -100
-        with torch.no_grad():
-            hidden = model.base_model(**inputs).last_hidden_state
-        logits.append(head(hidden[masked]))
-        labels.append(field_labels[masked])
-    return F.cross_entropy(torch.cat(logits).float(), torch.cat(labels))
-
-
 def frozen_masked_states(
     model: torch.nn.Module, batch: dict[str, torch.Tensor], fields: tuple[str, ...], length_groups: int = 1
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -200,7 +183,9 @@ def _warm_up_whole(
         probes = [_to_device(next(batches), device) for _ in range(PROBE_BATCHES)]
 
         def loss_of(batch: dict[str, torch.Tensor]) -> torch.Tensor:
-            return masked_lm_loss(model, batch, fields)
+            with torch.no_grad():
+                states = frozen_masked_states(model, batch, fields)
+            return head_loss(model, states)
 
         def step_input(step: int):
             return _to_device(next(batches), device)

@@ -27,6 +27,11 @@ from metricbert_trainer.metricbert.losses.distillation import (
 )
 from metricbert_trainer.metricbert.losses.teacher import hybrid_teacher_distillation
 from metricbert_trainer.metricbert.mlm_warmup import MlmHeadWarmup, warm_up_mlm_head
+from metricbert_trainer.metricbert.neighbourhood_batches import (
+    NeighbourhoodSampler,
+    item_vectors,
+    nearest_neighbours,
+)
 from metricbert_trainer.metricbert.token_tfidf import TokenTfidf
 from metricbert_trainer.publishing.model_card import CardMethod
 
@@ -102,7 +107,13 @@ class MetricBertTrainer(CatalogTrainer):
         self.metric_loss = loss
         self.mlm_head_warmup: MlmHeadWarmup | None = None
         self.token_tfidf: TokenTfidf | None = None
+        self.neighbourhood_sampler: NeighbourhoodSampler | None = None
         super().__init__(model, args, *positional, **kwargs)
+        if self.args.batch_neighbourhood_size and self.guide is None:
+            raise ValueError(
+                "batch_neighbourhood_size groups items by the frozen starting model's vectors, the guide's: "
+                "turn on false_negative_filter, distill_weight, teacher_weight or guide_diagnostics."
+            )
         if self.args.log_gradient_norms and (
             world_size() > 1 or self.is_deepspeed_enabled or self.is_fsdp_enabled
         ):
@@ -249,6 +260,8 @@ class MetricBertTrainer(CatalogTrainer):
         resuming = checkpoint_to_resume(resume_from_checkpoint, self.args.output_dir) is not None
         if self.args.guide_embedding_cache and self._guide_runs_every_step() and self._draws_whole_catalog():
             self._cache_guide_embeddings()
+        if self.args.batch_neighbourhood_size and self.neighbourhood_sampler is None:
+            self.neighbourhood_sampler = self._build_neighbourhood_sampler()
         if self.args.teacher_weight > 0 and self.token_tfidf is None:
             self.token_tfidf = self._fit_token_tfidf()
         if self.args.mlm_head_warmup_steps and not resuming:
@@ -311,6 +324,36 @@ class MetricBertTrainer(CatalogTrainer):
             self.guide.cached_texts,
             time.perf_counter() - started,
         )
+
+    def _build_neighbourhood_sampler(self) -> NeighbourhoodSampler:
+        """The sampler of ``batch_neighbourhood_size``, from the guide's cached vectors of every text."""
+        if not self.guide.cached_texts:
+            self._cache_guide_embeddings()
+        started = time.perf_counter()
+        fields = [
+            self.guide.cached_vectors(
+                self.processing_class,
+                [str(text) for text in self.train_dataset[name]],
+                max_length=self.args.max_length,
+            )
+            for name in self.fields
+        ]
+        size = self.args.batch_neighbourhood_size
+        # Enough candidates that a group rarely has to be topped up with items from outside them.
+        neighbours = nearest_neighbours(item_vectors(fields), candidates=4 * size)
+        logger.info(
+            "Neighbourhood batches: the %d nearest items of each of %d, in %.1f s.",
+            neighbours.shape[1],
+            len(neighbours),
+            time.perf_counter() - started,
+        )
+        return NeighbourhoodSampler(neighbours, size, seed=self.args.seed)
+
+    def _get_train_sampler(self, train_dataset=None):
+        """Batches of neighbourhoods with ``batch_neighbourhood_size``; else the Trainer's own sampler."""
+        if self.neighbourhood_sampler is not None and train_dataset in (None, self.train_dataset):
+            return self.neighbourhood_sampler
+        return super()._get_train_sampler(train_dataset)
 
     def _fit_token_tfidf(self) -> TokenTfidf:
         """The teacher's document frequencies, per batch slot: a two-field catalog's own fields,

@@ -4,33 +4,18 @@ import logging
 
 import pytest
 import torch
+from conftest import tiny_metricbert_trainer
 
 from metricbert_trainer.base.modeling import load_masked_lm
 from metricbert_trainer.data.catalog import load_catalog
 from metricbert_trainer.metricbert.collator import MetricBertCollator
 from metricbert_trainer.metricbert.config import MetricBertConfig
 from metricbert_trainer.metricbert.mlm_warmup import PROBE_BATCHES, frozen_masked_states, head_parameters
-from metricbert_trainer.metricbert.trainer import MetricBertTrainer
 
 
 def _trainer(tmp_path, model_path, tokenizer, items, **overrides):
-    args = MetricBertConfig(
-        output_dir=str(tmp_path / "out"),
-        per_device_train_batch_size=16,
-        max_steps=2,
-        learning_rate=1e-3,
-        logging_steps=1,
-        save_strategy="no",
-        report_to="none",
-        use_cpu=True,
-        cpu_bf16=False,
-        max_length=64,
-        mlm_weight=1.0,
-        mlm_probability=0.15,
-        **overrides,
-    )
-    return MetricBertTrainer(
-        load_masked_lm(model_path), args, train_dataset=items, processing_class=tokenizer
+    return tiny_metricbert_trainer(
+        tmp_path / "out", model_path, tokenizer, items, mlm_weight=1.0, mlm_probability=0.15, **overrides
     )
 
 

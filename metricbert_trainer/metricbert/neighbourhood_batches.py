@@ -1,0 +1,108 @@
+"""Batches built of neighbourhoods, so that in-batch negatives and the teacher's ranking are informative.
+
+A batch of 32 items drawn at random from a catalog of thousands rarely holds two similar items:
+the hardest in-batch negative is then an easy one, and the hybrid teacher's ranking of the batch
+(``losses.teacher``) orders items that are all far apart. Topic-aware sampling (Hofstaetter et
+al., TAS-Balanced, SIGIR 2021) composes each batch from a cluster instead, which makes in-batch
+negatives hard without mining the whole corpus. Here a batch is a few *neighbourhoods*: groups
+of ``neighbourhood_size`` items that the frozen starting model places close together (its
+vectors of both fields, as ``Metric_Inf`` compares items), so a batch of 32 with groups of 8
+holds four small topics, each item with near neighbours and far ones beside it. The
+false-negative filter stays in charge of neighbours that are truly the same item.
+
+The groups are drawn anew every epoch from the run's seed: a random order of the items, and each
+item not yet taken opens a group with its nearest neighbours not yet taken (from a list of
+``candidates`` per item, computed once); the groups are then shuffled and laid end to end.
+Computing the lists compares every item with every other, in chunks: ``N^2 x hidden`` work
+(seconds at 10^4 items on a CPU, hours at 10^6, where an approximate index would be needed).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import torch
+from torch.utils.data import Sampler
+
+# Items compared with the whole catalog at a time while the neighbour lists are built.
+CHUNK = 1024
+
+
+def item_vectors(fields: list[torch.Tensor]) -> torch.Tensor:
+    """One unit vector per item from each field's vectors ([N, H] each): the cosine of two items'
+    vectors is the mean of their fields' cosines, the similarities ``Metric_Inf`` sums."""
+    parts = [torch.nn.functional.normalize(vectors.float(), dim=1) for vectors in fields]
+    return torch.cat(parts, dim=1) / len(parts) ** 0.5
+
+
+def nearest_neighbours(vectors: torch.Tensor, candidates: int) -> torch.Tensor:
+    """[N, K]: each item's ``candidates`` most similar other items (unit ``vectors``), nearest first."""
+    count = len(vectors)
+    kept = min(candidates, count - 1)
+    lists = []
+    for start in range(0, count, CHUNK):
+        similarity = vectors[start : start + CHUNK] @ vectors.T
+        rows = torch.arange(len(similarity))
+        similarity[rows, rows + start] = -torch.inf  # never one's own neighbour
+        lists.append(similarity.topk(kept, dim=1).indices)
+    return torch.cat(lists)
+
+
+def neighbourhood_groups(
+    neighbours: torch.Tensor, neighbourhood_size: int, generator: torch.Generator
+) -> list[list[int]]:
+    """The catalog's items split into groups of up to ``neighbourhood_size`` near neighbours.
+
+    Items are visited in a random order; one not yet taken opens a group and takes its nearest
+    neighbours not yet taken. A group that finds too few in its list is topped up by the next
+    items of the order that are still free, so every group but the last has the full size.
+    """
+    order = torch.randperm(len(neighbours), generator=generator).tolist()
+    taken = [False] * len(neighbours)
+    groups, spare = [], iter(order)
+    for item in order:
+        if taken[item]:
+            continue
+        group = [item]
+        taken[item] = True
+        for neighbour in neighbours[item].tolist():
+            if len(group) == neighbourhood_size:
+                break
+            if not taken[neighbour]:
+                group.append(neighbour)
+                taken[neighbour] = True
+        for other in spare:
+            if len(group) == neighbourhood_size:
+                break
+            if not taken[other]:
+                group.append(other)
+                taken[other] = True
+        groups.append(group)
+    return groups
+
+
+class NeighbourhoodSampler(Sampler[int]):
+    """Every item once per epoch, in runs of near neighbours (``neighbourhood_groups``) in a
+    shuffled order; consecutive runs make up each batch, whole when the size divides the batch's. ``set_epoch`` (called by the Trainer's
+    loop) makes the order a function of the seed and the epoch, so a resumed run draws the same."""
+
+    def __init__(self, neighbours: torch.Tensor, neighbourhood_size: int, seed: int) -> None:
+        self.neighbours = neighbours
+        self.neighbourhood_size = neighbourhood_size
+        self.seed = seed
+        self.epoch = 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def __len__(self) -> int:
+        return len(self.neighbours)
+
+    def __iter__(self) -> Iterator[int]:
+        generator = torch.Generator().manual_seed(self.seed + self.epoch)
+        groups = neighbourhood_groups(self.neighbours, self.neighbourhood_size, generator)
+        positions = torch.randperm(len(groups), generator=generator).tolist()
+        # The short group, if any, goes last: before it, every batch holds whole groups.
+        positions.sort(key=lambda position: len(groups[position]) < self.neighbourhood_size)
+        for position in positions:
+            yield from groups[position]
