@@ -19,7 +19,7 @@ Because the guide never changes, the vector of a text is the same every time it 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 
 import numpy as np
@@ -43,6 +43,13 @@ def token_key(token_ids: Sequence[int] | torch.Tensor) -> bytes:
     texts (``benchmarks/million_items.py``); a collision among 2e6 texts has odds below 1e-26."""
     ids = np.asarray(token_ids, dtype=np.int64)
     return hashlib.blake2b(ids.tobytes(), digest_size=16).digest()
+
+
+def _token_keys(tokenizer: PreTrainedTokenizerBase, texts: Sequence[str], max_length: int) -> Iterator[bytes]:
+    """Each text's ``token_key`` as the collator tokenizes it, ``KEYING_CHUNK`` texts at a time."""
+    for start in range(0, len(texts), KEYING_CHUNK):
+        chunk = tokenizer(list(texts[start : start + KEYING_CHUNK]), truncation=True, max_length=max_length)
+        yield from (token_key(ids) for ids in chunk["input_ids"])
 
 
 class StartingModelGuide:
@@ -91,11 +98,7 @@ class StartingModelGuide:
                 show_progress=show_progress,
                 across_processes=True,
             )
-        self._cached_rows = {}
-        for start in range(0, len(unique), KEYING_CHUNK):
-            chunk = tokenizer(unique[start : start + KEYING_CHUNK], truncation=True, max_length=max_length)
-            for row, ids in enumerate(chunk["input_ids"], start):
-                self._cached_rows[token_key(ids)] = row
+        self._cached_rows = {key: row for row, key in enumerate(_token_keys(tokenizer, unique, max_length))}
         self._cached_vectors = torch.from_numpy(vectors)
 
     @property
@@ -109,12 +112,7 @@ class StartingModelGuide:
         """[len(texts), H]: the cached vectors of ``texts``, every one cached by ``cache_embeddings``."""
         if self._cached_vectors is None:
             raise ValueError("The guide holds no cache: call cache_embeddings first.")
-        rows = []
-        for start in range(0, len(texts), KEYING_CHUNK):
-            chunk = tokenizer(
-                list(texts[start : start + KEYING_CHUNK]), truncation=True, max_length=max_length
-            )
-            rows += [self._cached_rows[token_key(ids)] for ids in chunk["input_ids"]]
+        rows = [self._cached_rows[key] for key in _token_keys(tokenizer, texts, max_length)]
         return self._cached_vectors[rows]
 
     @torch.no_grad()

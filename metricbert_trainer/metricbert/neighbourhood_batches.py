@@ -83,8 +83,9 @@ def neighbourhood_groups(
 
 class NeighbourhoodSampler(Sampler[int]):
     """Every item once per epoch, in runs of near neighbours (``neighbourhood_groups``) in a
-    shuffled order; consecutive runs make up each batch, whole when the size divides the batch's. ``set_epoch`` (called by the Trainer's
-    loop) makes the order a function of the seed and the epoch, so a resumed run draws the same."""
+    shuffled order; consecutive runs make up each batch, whole when the size divides the batch's.
+    ``set_epoch`` (called by the Trainer's loop) makes the order a function of the seed and the
+    epoch, so a resumed run draws the same."""
 
     def __init__(self, neighbours: torch.Tensor, neighbourhood_size: int, seed: int) -> None:
         self.neighbours = neighbours

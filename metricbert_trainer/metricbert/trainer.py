@@ -305,7 +305,7 @@ class MetricBertTrainer(CatalogTrainer):
         return drawn >= len(self.train_dataset)
 
     def _cache_guide_embeddings(self) -> None:
-        texts = [str(text) for name in self.fields for text in self.train_dataset[name]]
+        texts = [text for name in self.fields for text in self._field_texts(name)]
         logger.info("Caching the guide's vectors of %d texts (guide_embedding_cache).", len(texts))
         started = time.perf_counter()
         self.guide.cache_embeddings(
@@ -325,6 +325,10 @@ class MetricBertTrainer(CatalogTrainer):
             time.perf_counter() - started,
         )
 
+    def _field_texts(self, name: str) -> list[str]:
+        """The training catalog's texts of field ``name``, as strings."""
+        return [str(text) for text in self.train_dataset[name]]
+
     def _build_neighbourhood_sampler(self) -> NeighbourhoodSampler:
         """The sampler of ``batch_neighbourhood_size``, from the guide's cached vectors of every text."""
         if not self.guide.cached_texts:
@@ -333,7 +337,7 @@ class MetricBertTrainer(CatalogTrainer):
         fields = [
             self.guide.cached_vectors(
                 self.processing_class,
-                [str(text) for text in self.train_dataset[name]],
+                self._field_texts(name),
                 max_length=self.args.max_length,
             )
             for name in self.fields
@@ -358,7 +362,7 @@ class MetricBertTrainer(CatalogTrainer):
     def _fit_token_tfidf(self) -> TokenTfidf:
         """The teacher's document frequencies, per batch slot: a two-field catalog's own fields,
         else every field's texts for both slots (each slot's pair is drawn from any field)."""
-        columns = {name: [str(text) for text in self.train_dataset[name]] for name in self.fields}
+        columns = {name: self._field_texts(name) for name in self.fields}
         if tuple(self.fields) == tuple(self.batch_fields):
             texts = columns
         else:
