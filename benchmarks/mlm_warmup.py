@@ -1,10 +1,10 @@
 """The MLM-head warm-up's cost beside the training it precedes, and the MLM loss it hands over.
 
-    python benchmarks/mlm_warmup.py --catalog data/debian/debian-packages-4000.csv --batches 0 16
-    python benchmarks/mlm_warmup.py --catalog data/wines/winemag-sample-5811.csv --batches 0 16
+    python benchmarks/mlm_warmup.py --catalog data/debian/debian-packages-4000.csv --masked-tokens 0 25000
+    python benchmarks/mlm_warmup.py --catalog data/wines/winemag-sample-5811.csv --masked-tokens 0 25000
 
-For each ``--batches`` value (``mlm_head_warmup_batches``; 0 encodes a fresh batch every warm-up
-step) the any-catalog recipe (``recipes/catalog/minilm.yaml``, fp32 as the quality tables train)
+For each ``--masked-tokens`` value (``mlm_head_warmup_masked_tokens``; 0 encodes a fresh batch every
+warm-up step) the any-catalog recipe (``recipes/catalog/minilm.yaml``, fp32 as the quality tables train)
 builds its trainer on the catalog, runs the warm-up, then ``--steps`` joint steps. It prints the
 warm-up's wall time, the training it precedes (the median joint step times the epoch's steps),
 their ratio (issue #37's target: at most 0.15), and the mean MLM loss of those first joint steps:
@@ -32,7 +32,7 @@ from metricbert_trainer.scripts.arguments import DataArguments, ModelArguments, 
 RECIPE = "recipes/catalog/minilm.yaml"
 
 
-def measure(catalog_path: str, batches: int, steps: int, output_dir: str) -> dict:
+def measure(catalog_path: str, masked_tokens: int, steps: int, output_dir: str) -> dict:
     model_args, _, args = parse_recipe_args(
         (ModelArguments, DataArguments, MetricBertConfig),
         ["--config", RECIPE, "--catalog", catalog_path, "--output_dir", output_dir, "--cpu_bf16", "false"],
@@ -46,7 +46,7 @@ def measure(catalog_path: str, batches: int, steps: int, output_dir: str) -> dic
         eval_on_start=False,
         report_to="none",
         disable_tqdm=True,
-        mlm_head_warmup_batches=batches,
+        mlm_head_warmup_masked_tokens=masked_tokens,
     )
     items = load_catalog(catalog_path).dataset
     path = resolve_model_name(model_args.model_name_or_path)
@@ -64,7 +64,8 @@ def measure(catalog_path: str, batches: int, steps: int, output_dir: str) -> dic
     training = statistics.median(timer.durations) * epoch_steps
     logged = next(entry for entry in trainer.state.log_history if "mlm_loss" in entry)
     return {
-        "batches": batches,
+        "masked_tokens": masked_tokens,
+        "encoded": (warmup.encoded_batches, warmup.encoded_tokens),
         "warmup_seconds": warmup.seconds,
         "training_seconds": training,
         "epoch_steps": epoch_steps,
@@ -76,24 +77,25 @@ def measure(catalog_path: str, batches: int, steps: int, output_dir: str) -> dic
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--catalog", default="data/debian/debian-packages-4000.csv")
-    parser.add_argument("--batches", type=int, nargs="+", default=[0, 16])
+    parser.add_argument("--masked-tokens", type=int, nargs="+", default=[0, 25_000])
     parser.add_argument("--steps", type=int, default=10, help="Joint steps after the warm-up.")
     arguments = parser.parse_args(argv)
     rows = []
-    for batches in arguments.batches:
+    for masked_tokens in arguments.masked_tokens:
         with tempfile.TemporaryDirectory() as output_dir:
-            rows.append(measure(arguments.catalog, batches, arguments.steps, output_dir))
+            rows.append(measure(arguments.catalog, masked_tokens, arguments.steps, output_dir))
         print(rows[-1], flush=True)
     print(f"\n{arguments.catalog}; {cpu_name()}, {kernels()}; fp32; {arguments.steps} joint steps timed\n")
     print(
-        "| mlm_head_warmup_batches | warm-up (s) | training, epoch (s) | warm-up / training "
+        "| mlm_head_warmup_masked_tokens | batches (masked tokens) encoded | warm-up (s) | training, epoch (s) | warm-up / training "
         f"| probe MLM loss before -> after | MLM loss, first {arguments.steps} joint steps |"
     )
-    print("|---:|---:|---:|---:|---|---:|")
+    print("|---:|---:|---:|---:|---:|---|---:|")
     for row in rows:
         before, after = row["probe_loss"]
+        batches, tokens = row["encoded"]
         print(
-            f"| {row['batches']} | {row['warmup_seconds']:.1f} | {row['training_seconds']:.1f} "
+            f"| {row['masked_tokens']} | {batches} ({tokens}) | {row['warmup_seconds']:.1f} | {row['training_seconds']:.1f} "
             f"({row['epoch_steps']} steps) | {row['warmup_seconds'] / row['training_seconds']:.2f} "
             f"| {before:.3f} -> {after:.3f} | {row['first_mlm_loss']:.3f} |"
         )

@@ -61,7 +61,7 @@ from metricbert_trainer.metricbert.losses.mining import Anchors, Mining, Negativ
         "The MLM term": (
             "mlm_head_warmup_steps",
             "mlm_head_warmup_learning_rate",
-            "mlm_head_warmup_batches",
+            "mlm_head_warmup_masked_tokens",
             "mlm_weight_ramp_steps",
             "pooling_input",
         ),
@@ -273,13 +273,15 @@ class MetricBertConfig(CatalogTrainerConfig):
     mlm_head_warmup_learning_rate: float = field(
         default=1e-3, metadata={"help": "AdamW learning rate of the MLM-head warm-up."}
     )
-    mlm_head_warmup_batches: int = field(
-        default=0,
+    mlm_head_warmup_masked_tokens: int = field(
+        default=25_000,
         metadata={
-            "help": "Batches the frozen encoder encodes once, in eval mode and in length_groups groups, for the "
-            "MLM-head warm-up's steps to cycle through; 0 encodes a fresh batch, dropout on, for every warm-up "
-            "step, which on long descriptions makes the warm-up as long as the training (benchmarks/RESULTS.md). "
-            "32 cost the wine sample 0.27 MPR (docs/quality.md), so 0 stays the default."
+            "help": "The MLM-head warm-up encodes fresh batches once (frozen encoder, dropout on, length_groups "
+            "groups) until their masked positions hold this many tokens (at most one batch per warm-up step), "
+            "and its steps cycle through them: the head's word prior needs a number of masked tokens, not of "
+            "batches, so short texts get more batches and long ones fewer (docs/quality.md, issue #37). 0 encodes "
+            "a fresh batch for every step, which on long descriptions makes the warm-up as long as the training. "
+            "Split among the processes of a distributed run."
         },
     )
     mlm_weight_ramp_steps: int = field(
@@ -317,7 +319,7 @@ class MetricBertConfig(CatalogTrainerConfig):
         "distill_confidence_power": above(0),
         "distill_temperature": above(0),
         "mlm_head_warmup_steps": at_least(0),
-        "mlm_head_warmup_batches": at_least(0),
+        "mlm_head_warmup_masked_tokens": at_least(0),
         "mlm_weight_ramp_steps": at_least(0),
         "mlm_head_warmup_learning_rate": above(0),
     }
@@ -327,11 +329,6 @@ class MetricBertConfig(CatalogTrainerConfig):
         if self.mlm_head_warmup_steps and self.mlm_weight == 0:
             raise ValueError(
                 "mlm_head_warmup_steps warms the head up for the MLM term: set mlm_weight > 0 too."
-            )
-        if self.mlm_head_warmup_batches and not self.mlm_head_warmup_steps:
-            raise ValueError(
-                "mlm_head_warmup_batches sets how the MLM-head warm-up encodes its batches, and there is no warm-up: "
-                "set mlm_head_warmup_steps > 0 too, or leave mlm_head_warmup_batches at 0."
             )
         if (
             self.batch_neighbourhood_size == 1

@@ -15,6 +15,7 @@ tied to the word embeddings, which belong to the encoder and stay frozen here.
 from __future__ import annotations
 
 import logging
+import math
 import time
 from dataclasses import dataclass
 
@@ -42,13 +43,14 @@ PROBE_BATCHES = 4
 
 @dataclass(frozen=True)
 class MlmHeadWarmup:
-    """What the warm-up did: its steps, the batches it encoded once (0: a fresh one each step),
-    the mean MLM loss on the probe batches before and after, and its wall time."""
+    """What the warm-up did: its steps, the batches it encoded once and their masked tokens (0: a
+    fresh batch each step), the mean MLM loss on the probe batches before and after, its wall time."""
 
     steps: int
     loss_before: float
     loss_after: float
     encoded_batches: int = 0
+    encoded_tokens: int = 0
     seconds: float = 0.0
 
 
@@ -97,7 +99,7 @@ def warm_up_mlm_head(
     device: torch.device,
     autocast,
     show_progress: bool = False,
-    encoded_batches: int = 0,
+    masked_tokens: int = 0,
     length_groups: int = 1,
 ) -> MlmHeadWarmup:
     """Trains the MLM head alone for ``steps`` batches of ``loader`` (cycled), AdamW at ``learning_rate``.
@@ -105,12 +107,16 @@ def warm_up_mlm_head(
     It runs before the training loop's own progress bar, and on a CPU can take minutes: it says
     when it starts and ends, and ``show_progress`` draws a bar of its steps.
 
-    ``encoded_batches`` = 0 encodes a fresh batch in train mode (dropout on) for every step.
-    Above 0, the frozen encoder, in eval mode, encodes that many batches once, in
-    ``length_groups`` groups, and the head cycles through their masked positions' states: the
-    encoder is frozen, so re-encoding a batch would give the same states, and a head step costs a
-    fraction of a forward pass; on long descriptions the steps that each encode a batch take as
-    long as the whole training (benchmarks/RESULTS.md, "The MLM-head warm-up").
+    ``masked_tokens`` = 0 encodes a fresh batch for every step. Above 0, the frozen encoder
+    encodes fresh batches once, in ``length_groups`` groups, until their masked positions hold
+    that many tokens (at most one batch per step; in a distributed run each process holds its
+    share), and the head's steps cycle through those states: the encoder is frozen, so
+    re-encoding would only redraw the dropout masks, and on long descriptions the steps that each
+    encode a batch take as long as the whole training (benchmarks/RESULTS.md, "The MLM-head
+    warm-up"). The budget counts tokens, not batches, because what the head learns first is the
+    catalog's word prior: 32 wine batches (about 11,000 masked tokens) left it short and cost the
+    wine sample MPR, 32 Debian batches (twice as many tokens each) did not (docs/quality.md).
+    Dropout stays on in both modes, as in the joint steps whose states the head will then read.
 
     The first ``PROBE_BATCHES`` batches are held back to measure the MLM loss before and after.
     In a distributed run every process calls this with its own shard of the data; the head's
@@ -129,7 +135,7 @@ def warm_up_mlm_head(
         device=device,
         autocast=autocast,
         show_progress=show_progress,
-        encoded_batches=encoded_batches,
+        masked_tokens=masked_tokens,
         length_groups=length_groups,
     )
     if not is_partitioned(model):
@@ -151,7 +157,7 @@ def _warm_up_whole(
     device,
     autocast,
     show_progress,
-    encoded_batches,
+    masked_tokens,
     length_groups,
 ) -> MlmHeadWarmup:
     parameters = head_parameters(model)
@@ -160,26 +166,29 @@ def _warm_up_whole(
         parameter.requires_grad_(True)
     model.to(device)
     was_training = model.training
+    model.train()
     batches = _cycle(loader)
     started = time.perf_counter()
-    if encoded_batches:
-        model.eval()
-        total = PROBE_BATCHES + encoded_batches
-        logger.info("MLM-head warm-up: encoding %d batches once, the encoder frozen in eval mode.", total)
-        with torch.no_grad(), autocast():
-            states = [
-                frozen_masked_states(model, _to_device(next(batches), device), fields, length_groups)
-                for _ in tqdm(range(total), desc="MLM-head warm-up, encoding", disable=not show_progress)
-            ]
-        probes, encoded = states[:PROBE_BATCHES], states[PROBE_BATCHES:]
+    if masked_tokens:
+        probes, encoded = _encode_once(
+            model,
+            batches,
+            fields,
+            budget=math.ceil(masked_tokens / world_size()),
+            most_batches=steps,
+            device=device,
+            autocast=autocast,
+            length_groups=length_groups,
+            show_progress=show_progress,
+        )
 
         def loss_of(states: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
             return head_loss(model, states)
 
         def step_input(step: int):
-            return encoded[step % encoded_batches]
+            return encoded[step % len(encoded)]
     else:
-        model.train()
+        encoded = []
         probes = [_to_device(next(batches), device) for _ in range(PROBE_BATCHES)]
 
         def loss_of(batch: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -207,7 +216,33 @@ def _warm_up_whole(
         model.train(was_training)
     seconds = time.perf_counter() - started
     logger.info("MLM-head warm-up, %d steps in %.1f s: MLM loss %.3f -> %.3f.", steps, seconds, before, after)
-    return MlmHeadWarmup(steps, before, after, encoded_batches, seconds)
+    encoded_tokens = sum(len(labels) for _, labels in encoded)
+    return MlmHeadWarmup(steps, before, after, len(encoded), encoded_tokens, seconds)
+
+
+def _encode_once(
+    model, batches, fields, *, budget, most_batches, device, autocast, length_groups, show_progress
+) -> tuple[list, list]:
+    """The probe batches' masked states, then fresh batches' until they hold ``budget`` masked
+    tokens or number ``most_batches``."""
+    logger.info("MLM-head warm-up: encoding batches once until they hold %d masked tokens.", budget)
+    progress = tqdm(total=budget, desc="MLM-head warm-up, encoding masked tokens", disable=not show_progress)
+    encoded, held = [], 0
+    with torch.no_grad(), autocast():
+        probes = [
+            frozen_masked_states(model, _to_device(next(batches), device), fields, length_groups)
+            for _ in range(PROBE_BATCHES)
+        ]
+        while held < budget and len(encoded) < most_batches:
+            encoded.append(
+                frozen_masked_states(model, _to_device(next(batches), device), fields, length_groups)
+            )
+            tokens = len(encoded[-1][1])
+            progress.update(min(tokens, budget - held))
+            held += tokens
+    progress.close()
+    logger.info("MLM-head warm-up: %d batches encoded, %d masked tokens.", len(encoded), held)
+    return probes, encoded
 
 
 def _probe_loss(loss_of, probes: list, autocast) -> float:

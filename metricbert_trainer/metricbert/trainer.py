@@ -274,7 +274,7 @@ class MetricBertTrainer(CatalogTrainer):
                 device=self.args.device,
                 autocast=self.accelerator.autocast,
                 show_progress=self._shows_progress(),
-                encoded_batches=self.args.mlm_head_warmup_batches,
+                masked_tokens=self.args.mlm_head_warmup_masked_tokens,
                 length_groups=length_groups_on(self.args.device, self.args.length_groups),
             )
         return super().train(resume_from_checkpoint=resume_from_checkpoint, trial=trial, **kwargs)
@@ -405,7 +405,8 @@ class MetricBertTrainer(CatalogTrainer):
         if self.mlm_head_warmup is not None:
             warmup = self.mlm_head_warmup
             encoded = (
-                f" on the states of {warmup.encoded_batches} batches encoded once"
+                f" on the states of {warmup.encoded_batches} batches encoded once "
+                f"({warmup.encoded_tokens} masked tokens)"
                 if warmup.encoded_batches
                 else ""
             )

@@ -19,9 +19,9 @@ def _trainer(tmp_path, model_path, tokenizer, items, **overrides):
     )
 
 
-@pytest.mark.parametrize("encoded_batches", [0, 3])
+@pytest.mark.parametrize("masked_tokens", [0, 300])
 def test_warm_up_trains_the_head_alone_and_lowers_its_mlm_loss(
-    tmp_path, tiny_model_path, tokenizer, wines_csv, encoded_batches
+    tmp_path, tiny_model_path, tokenizer, wines_csv, masked_tokens
 ):
     items = load_catalog(wines_csv).dataset.select(range(128))
     trainer = _trainer(
@@ -31,7 +31,7 @@ def test_warm_up_trains_the_head_alone_and_lowers_its_mlm_loss(
         items,
         mlm_head_warmup_steps=40,
         mlm_head_warmup_learning_rate=1e-2,
-        mlm_head_warmup_batches=encoded_batches,
+        mlm_head_warmup_masked_tokens=masked_tokens,
     )
     encoder_before = {name: value.clone() for name, value in trainer.model.base_model.state_dict().items()}
     head_before = [parameter.detach().clone() for parameter in head_parameters(trainer.model)]
@@ -50,31 +50,66 @@ def test_warm_up_trains_the_head_alone_and_lowers_its_mlm_loss(
     assert "MLM loss" in trainer.objective_card_section()
 
 
-def test_encoded_batches_are_encoded_once_in_eval_mode_and_in_length_groups(
-    tmp_path, tiny_model_path, tokenizer, wines_csv
-):
-    items = load_catalog(wines_csv).dataset.select(range(96))
-    trainer = _trainer(
-        tmp_path,
-        tiny_model_path,
-        tokenizer,
-        items,
-        mlm_head_warmup_steps=12,
-        mlm_head_warmup_batches=2,
-        length_groups=2,
-    )
-    modes, mode_before = [], trainer.model.training
+def _warm_up_alone(trainer) -> list[bool]:
+    """Runs ``trainer``'s warm-up without a joint step; the training mode of each encoder call."""
+    modes = []
     hook = trainer.model.base_model.register_forward_hook(
         lambda module, args, output: modes.append(module.training)
     )
-    trainer.args.max_steps = 0  # the warm-up alone: no joint step
+    trainer.args.max_steps = 0
     trainer.args.num_train_epochs = 0
     trainer.train()
     hook.remove()
-    # (4 probe batches + 2) x 2 fields x 2 length groups, all before the 12 head steps, none in train mode.
-    assert modes == [False] * (PROBE_BATCHES + 2) * 2 * 2
-    assert trainer.model.training == mode_before  # given back
-    assert "on the states of 2 batches encoded once" in trainer.objective_card_section()
+    return modes
+
+
+def _budget_trainer(folder, tiny_model_path, tokenizer, wines_csv, steps: int, masked_tokens: int):
+    """The tiny model's trainer on 96 wines whose warm-up runs ``steps`` steps on ``masked_tokens``."""
+    items = load_catalog(wines_csv).dataset.select(range(96))
+    return _trainer(
+        folder,
+        tiny_model_path,
+        tokenizer,
+        items,
+        mlm_head_warmup_steps=steps,
+        mlm_head_warmup_masked_tokens=masked_tokens,
+        length_groups=2,
+    )
+
+
+def test_batches_are_encoded_once_dropout_on_in_length_groups_until_the_token_budget(
+    tmp_path, tiny_model_path, tokenizer, wines_csv
+):
+    trainer = _budget_trainer(tmp_path, tiny_model_path, tokenizer, wines_csv, steps=12, masked_tokens=500)
+    trainer.model.eval()
+    modes = _warm_up_alone(trainer)
+    warmup = trainer.mlm_head_warmup
+    # A batch of 16 wines holds about 160 masked tokens: the budget takes several, and stops at the
+    # first that reaches it.
+    assert 1 < warmup.encoded_batches < 12 and warmup.encoded_tokens >= 500
+    # (probe batches + encoded ones) x 2 fields x 2 length groups, all before the 12 head steps, all
+    # with dropout on, as the joint steps whose states the head then reads.
+    assert modes == [True] * (PROBE_BATCHES + warmup.encoded_batches) * 2 * 2
+    assert trainer.model.training is False  # given back
+    assert (
+        f"on the states of {warmup.encoded_batches} batches encoded once ({warmup.encoded_tokens} masked tokens)"
+        in trainer.objective_card_section()
+    )
+    smaller = _budget_trainer(
+        tmp_path / "smaller", tiny_model_path, tokenizer, wines_csv, steps=12, masked_tokens=150
+    )
+    _warm_up_alone(smaller)
+    assert smaller.mlm_head_warmup.encoded_batches < warmup.encoded_batches
+
+
+def test_a_budget_beyond_the_steps_encodes_one_batch_per_step(
+    tmp_path, tiny_model_path, tokenizer, wines_csv
+):
+    trainer = _budget_trainer(tmp_path, tiny_model_path, tokenizer, wines_csv, steps=3, masked_tokens=10**9)
+    modes = _warm_up_alone(trainer)
+    assert trainer.mlm_head_warmup.encoded_batches == 3
+    # (probe batches + 3) x 2 fields x 2 length groups: once each, not again at every step.
+    assert len(modes) == (PROBE_BATCHES + 3) * 2 * 2
 
 
 def test_masked_states_in_length_groups_are_those_of_one_padded_batch(tiny_model_path, tokenizer, wines_csv):
@@ -131,15 +166,11 @@ def test_mlm_weight_ramps_up_over_the_first_steps(tmp_path, tiny_model_path, tok
     [
         ({"mlm_head_warmup_steps": 10}, "mlm_weight > 0"),
         (
-            {"mlm_weight": 1, "mlm_probability": 0.15, "mlm_head_warmup_batches": 4},
-            "mlm_head_warmup_steps > 0",
-        ),
-        (
             {
                 "mlm_weight": 1,
                 "mlm_probability": 0.15,
                 "mlm_head_warmup_steps": 4,
-                "mlm_head_warmup_batches": -1,
+                "mlm_head_warmup_masked_tokens": -1,
             },
             ">= 0",
         ),
