@@ -227,16 +227,15 @@ def _encode_once(
     tokens or number ``most_batches``."""
     logger.info("MLM-head warm-up: encoding batches once until they hold %d masked tokens.", budget)
     progress = tqdm(total=budget, desc="MLM-head warm-up, encoding masked tokens", disable=not show_progress)
+
+    def encode_next() -> tuple[torch.Tensor, torch.Tensor]:
+        return frozen_masked_states(model, _to_device(next(batches), device), fields, length_groups)
+
     encoded, held = [], 0
     with torch.no_grad(), autocast():
-        probes = [
-            frozen_masked_states(model, _to_device(next(batches), device), fields, length_groups)
-            for _ in range(PROBE_BATCHES)
-        ]
+        probes = [encode_next() for _ in range(PROBE_BATCHES)]
         while held < budget and len(encoded) < most_batches:
-            encoded.append(
-                frozen_masked_states(model, _to_device(next(batches), device), fields, length_groups)
-            )
+            encoded.append(encode_next())
             tokens = len(encoded[-1][1])
             progress.update(min(tokens, budget - held))
             held += tokens
