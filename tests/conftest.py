@@ -92,9 +92,10 @@ def dropout_free_metric_model(path: str):
     return enable_metric_forward(model)
 
 
-def tiny_metricbert_trainer(output_dir: Path, model_path: str, tokenizer, items, **overrides):
-    """A ``MetricBertTrainer`` of the tiny model on ``items``, on the CPU in fp32, for 2 steps of 16
-    items with ``max_length`` 64, logging every step and saving nothing; ``overrides`` change any option."""
+def tiny_metricbert_trainer(output_dir: Path, model, tokenizer, items, **overrides):
+    """A ``MetricBertTrainer`` of ``model`` (a tiny model's folder, or a model already loaded) on
+    ``items``, on the CPU in fp32, for 2 steps of 16 items with ``max_length`` 64, logging every step
+    and saving nothing; ``overrides`` change any option."""
     from metricbert_trainer.base.modeling import load_masked_lm
     from metricbert_trainer.metricbert.config import MetricBertConfig
     from metricbert_trainer.metricbert.trainer import MetricBertTrainer
@@ -112,9 +113,9 @@ def tiny_metricbert_trainer(output_dir: Path, model_path: str, tokenizer, items,
         max_length=64,
     )
     args = MetricBertConfig(**{**options, **overrides})
-    return MetricBertTrainer(
-        load_masked_lm(model_path), args, train_dataset=items, processing_class=tokenizer
-    )
+    if isinstance(model, (str, Path)):
+        model = load_masked_lm(model)
+    return MetricBertTrainer(model, args, train_dataset=items, processing_class=tokenizer)
 
 
 def masked_wine_batch(wines_csv: Path, tokenizer, rows: int) -> dict:

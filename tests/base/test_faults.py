@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import tiny_metricbert_trainer
 from safetensors.torch import load_file
 from transformers import AutoTokenizer
 
@@ -23,7 +24,6 @@ from metricbert_trainer.base.checkpoints import STAGING_FOLDER, checkpoint_to_re
 from metricbert_trainer.base.modeling import load_masked_lm
 from metricbert_trainer.base.trainer import NonFiniteLossError
 from metricbert_trainer.data.catalog import load_catalog
-from metricbert_trainer.metricbert.config import MetricBertConfig
 from metricbert_trainer.metricbert.trainer import MetricBertTrainer
 
 INTERRUPTED_TRAINING = Path(__file__).parent / "faults" / "interrupted_training.py"
@@ -147,19 +147,17 @@ def poisoned_training(tmp_path, tiny_model_path, wines_csv):
         model.get_input_embeddings().weight[unique[0]] = float("nan")
 
     def build(nonfinite_loss: str) -> MetricBertTrainer:
-        args = MetricBertConfig(
-            output_dir=str(tmp_path / nonfinite_loss),
+        return tiny_metricbert_trainer(
+            tmp_path / nonfinite_loss,
+            model,
+            tokenizer,
+            items,
             per_device_train_batch_size=4,
+            max_steps=-1,
             num_train_epochs=2,
-            learning_rate=1e-3,
-            logging_steps=1,
-            save_strategy="no",
-            report_to="none",
-            use_cpu=True,
-            cpu_bf16=False,
+            max_length=None,
             nonfinite_loss=nonfinite_loss,
         )
-        return MetricBertTrainer(model=model, args=args, train_dataset=items, processing_class=tokenizer)
 
     return build, unique[0]
 
