@@ -276,8 +276,9 @@ class MetricBertConfig(CatalogTrainerConfig):
     mlm_head_warmup_masked_tokens: int = field(
         default=25_000,
         metadata={
-            "help": "The MLM-head warm-up encodes fresh batches once (frozen encoder, dropout on, length_groups "
-            "groups) until their masked positions hold this many tokens (at most one batch per warm-up step), "
+            "help": "The MLM-head warm-up encodes fresh batches once (frozen encoder; dropout on as in the joint "
+            "steps but off the attention probabilities, whose masks would double the encoding's cost on a CPU; "
+            "length_groups groups) until their masked positions hold this many tokens (at most one batch per warm-up step), "
             "and its steps cycle through them: the head's word prior needs a number of masked tokens, not of "
             "batches, so short texts get more batches and long ones fewer (docs/quality.md, issue #37). 0 encodes "
             "a fresh batch for every step, which on long descriptions makes the warm-up as long as the training. "

@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import math
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
@@ -116,7 +117,10 @@ def warm_up_mlm_head(
     warm-up"). The budget counts tokens, not batches, because what the head learns first is the
     catalog's word prior: 32 wine batches (about 11,000 masked tokens) left it short and cost the
     wine sample MPR, 32 Debian batches (twice as many tokens each) did not (docs/quality.md).
-    Dropout stays on in both modes, as in the joint steps whose states the head will then read.
+    Dropout stays on in both modes, as in the joint steps whose states the head will then read,
+    except on the attention probabilities while the budget's batches are encoded
+    (``attention_dropout_off``): on a CPU those masks make scaled-dot-product attention leave its
+    fused kernel, and they cost as much as the rest of the encoding (benchmarks/RESULTS.md).
 
     The first ``PROBE_BATCHES`` batches are held back to measure the MLM loss before and after.
     In a distributed run every process calls this with its own shard of the data; the head's
@@ -170,7 +174,7 @@ def _warm_up_whole(
     batches = _cycle(loader)
     started = time.perf_counter()
     if masked_tokens:
-        probes, encoded = _encode_once(
+        probes, encoded, encoded_tokens = _encode_once(
             model,
             batches,
             fields,
@@ -188,7 +192,7 @@ def _warm_up_whole(
         def step_input(step: int):
             return encoded[step % len(encoded)]
     else:
-        encoded = []
+        encoded, encoded_tokens = [], 0
         probes = [_to_device(next(batches), device) for _ in range(PROBE_BATCHES)]
 
         def loss_of(batch: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -216,15 +220,14 @@ def _warm_up_whole(
         model.train(was_training)
     seconds = time.perf_counter() - started
     logger.info("MLM-head warm-up, %d steps in %.1f s: MLM loss %.3f -> %.3f.", steps, seconds, before, after)
-    encoded_tokens = sum(len(labels) for _, labels in encoded)
     return MlmHeadWarmup(steps, before, after, len(encoded), encoded_tokens, seconds)
 
 
 def _encode_once(
     model, batches, fields, *, budget, most_batches, device, autocast, length_groups, show_progress
-) -> tuple[list, list]:
+) -> tuple[list, list, int]:
     """The probe batches' masked states, then fresh batches' until they hold ``budget`` masked
-    tokens or number ``most_batches``."""
+    tokens or number ``most_batches``, and how many masked tokens those hold."""
     logger.info("MLM-head warm-up: encoding batches once until they hold %d masked tokens.", budget)
     progress = tqdm(total=budget, desc="MLM-head warm-up, encoding masked tokens", disable=not show_progress)
 
@@ -232,7 +235,7 @@ def _encode_once(
         return frozen_masked_states(model, _to_device(next(batches), device), fields, length_groups)
 
     encoded, held = [], 0
-    with torch.no_grad(), autocast():
+    with torch.no_grad(), autocast(), attention_dropout_off(model):
         probes = [encode_next() for _ in range(PROBE_BATCHES)]
         while held < budget and len(encoded) < most_batches:
             encoded.append(encode_next())
@@ -241,7 +244,29 @@ def _encode_once(
             held += tokens
     progress.close()
     logger.info("MLM-head warm-up: %d batches encoded, %d masked tokens.", len(encoded), held)
-    return probes, encoded
+    return probes, encoded, held
+
+
+@contextmanager
+def attention_dropout_off(model: torch.nn.Module):
+    """``model`` with dropout left off its attention probabilities, on everywhere else it is on.
+
+    The attention modules are the self-attention blocks of the BERT family (class names ending in
+    ``SelfAttention``), which read their own ``training`` flag to choose the attention dropout;
+    their other children hold no dropout. A model without such blocks keeps all of its dropout.
+    """
+    attention = [
+        module
+        for module in model.modules()
+        if type(module).__name__.endswith("SelfAttention") and module.training
+    ]
+    for module in attention:
+        module.eval()
+    try:
+        yield
+    finally:
+        for module in attention:
+            module.train()
 
 
 def _probe_loss(loss_of, probes: list, autocast) -> float:
