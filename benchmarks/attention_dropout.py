@@ -6,7 +6,7 @@
 On a CPU, scaled-dot-product attention with a dropout probability above 0 leaves its fused kernel
 for the unfused one, which builds each attention matrix, its softmax and a dropout mask. The
 MLM-head warm-up encodes its token budget with the attention dropout off for that reason
-(``mlm_warmup.attention_dropout_off``); the joint training steps still pay it. For batches of the
+(``base.attention.attention_dropout_off``); the joint training steps still pay it. For batches of the
 catalog's descriptions (32 texts, 4 length groups, at the ``max_length`` the recipes choose from
 the catalog) this times all-MiniLM-L6-v2 in three modes, each as the median over the batches,
 rounds interleaved: eval (no dropout), train (every dropout on) and train with the attention
@@ -25,11 +25,12 @@ import torch
 from transformers import AutoModel, AutoTokenizer
 from versus_sentence_transformers import cpu_name, kernels
 
+from metricbert_trainer.base.attention import attention_dropout_off
 from metricbert_trainer.base.length_groups import group_inputs, split_by_length
 from metricbert_trainer.base.modeling import resolve_model_name
+from metricbert_trainer.base.pooling import mean_pool
 from metricbert_trainer.data.catalog import load_catalog
 from metricbert_trainer.data.lengths import data_driven_max_length
-from metricbert_trainer.metricbert.mlm_warmup import attention_dropout_off
 
 BATCH_SIZE = 32
 LENGTH_GROUPS = 4
@@ -48,8 +49,7 @@ def encode(model, batch, backward: bool) -> None:
             group = group_inputs(batch, rows)
             hidden = model(**group).last_hidden_state
             if backward:
-                mask = group["attention_mask"].unsqueeze(-1).to(hidden.dtype)
-                ((hidden * mask).sum(1) / mask.sum(1)).pow(2).sum().backward()
+                mean_pool(hidden, group["attention_mask"]).pow(2).sum().backward()
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -90,9 +90,9 @@ def main(argv: list[str] | None = None) -> None:
         "| mode | forward, no grad (s a batch) | ratio to eval | forward + backward (s a batch) | ratio to eval |"
     )
     print("|---|---:|---:|---:|---:|")
+    base_forward, base_both = (statistics.median(seconds["eval", backward]) for backward in (False, True))
     for mode in MODES:
         forward, both = (statistics.median(seconds[mode, backward]) for backward in (False, True))
-        base_forward, base_both = (statistics.median(seconds["eval", backward]) for backward in (False, True))
         print(
             f"| {mode} | {forward:.3f} | {forward / base_forward:.2f} | {both:.3f} | {both / base_both:.2f} |"
         )

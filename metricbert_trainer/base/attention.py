@@ -6,6 +6,10 @@ cuDNN's kernel on recent chips, and cuDNN builds an execution plan on the host f
 shape: 3 to 4.5 ms per attention call on an H200, against 0.05 ms for the memory-efficient
 kernel, which left the GPU idle most of a MiniLM step (profiles in benchmarks/RESULTS.md). The
 other kernels (FlashAttention, memory-efficient, math) need no per-shape plan.
+
+On a CPU the choice is made by dropout: with a dropout probability above 0, scaled-dot-product
+attention leaves its fused kernel for the unfused one, which builds each attention matrix, its
+softmax and a dropout mask (benchmarks/attention_dropout.py).
 """
 
 from __future__ import annotations
@@ -25,3 +29,25 @@ def varying_shape_attention(device: torch.device) -> contextlib.AbstractContextM
     if device.type != "cuda":
         return contextlib.nullcontext()
     return sdpa_kernel(SHAPE_FREE_BACKENDS)
+
+
+@contextlib.contextmanager
+def attention_dropout_off(model: torch.nn.Module):
+    """``model`` with dropout left off its attention probabilities, on everywhere else it is on.
+
+    The attention modules are the self-attention blocks of the BERT family (class names ending in
+    ``SelfAttention``), which read their own ``training`` flag to choose the attention dropout;
+    their other children hold no dropout. A model without such blocks keeps all of its dropout.
+    """
+    attention = [
+        module
+        for module in model.modules()
+        if type(module).__name__.endswith("SelfAttention") and module.training
+    ]
+    for module in attention:
+        module.eval()
+    try:
+        yield
+    finally:
+        for module in attention:
+            module.train()

@@ -17,7 +17,6 @@ from __future__ import annotations
 import logging
 import math
 import time
-from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
@@ -25,6 +24,7 @@ import torch.nn.functional as F
 from torch.utils.data import DataLoader
 from tqdm.auto import tqdm
 
+from metricbert_trainer.base.attention import attention_dropout_off
 from metricbert_trainer.base.collator import field_inputs
 from metricbert_trainer.base.distributed import world_size
 from metricbert_trainer.base.length_groups import group_inputs, split_by_length
@@ -245,28 +245,6 @@ def _encode_once(
     progress.close()
     logger.info("MLM-head warm-up: %d batches encoded, %d masked tokens.", len(encoded), held)
     return probes, encoded, held
-
-
-@contextmanager
-def attention_dropout_off(model: torch.nn.Module):
-    """``model`` with dropout left off its attention probabilities, on everywhere else it is on.
-
-    The attention modules are the self-attention blocks of the BERT family (class names ending in
-    ``SelfAttention``), which read their own ``training`` flag to choose the attention dropout;
-    their other children hold no dropout. A model without such blocks keeps all of its dropout.
-    """
-    attention = [
-        module
-        for module in model.modules()
-        if type(module).__name__.endswith("SelfAttention") and module.training
-    ]
-    for module in attention:
-        module.eval()
-    try:
-        yield
-    finally:
-        for module in attention:
-            module.train()
 
 
 def _probe_loss(loss_of, probes: list, autocast) -> float:
