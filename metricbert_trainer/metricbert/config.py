@@ -62,6 +62,8 @@ from metricbert_trainer.metricbert.losses.mining import Anchors, Mining, Negativ
             "mlm_head_warmup_steps",
             "mlm_head_warmup_learning_rate",
             "mlm_head_warmup_masked_tokens",
+            "mlm_head_warmup_tokens_per_step",
+            "mlm_head_warmup_word_prior",
             "mlm_weight_ramp_steps",
             "pooling_input",
         ),
@@ -271,10 +273,10 @@ class MetricBertConfig(CatalogTrainerConfig):
         },
     )
     mlm_head_warmup_learning_rate: float = field(
-        default=1e-3, metadata={"help": "AdamW learning rate of the MLM-head warm-up."}
+        default=3e-3, metadata={"help": "AdamW learning rate of the MLM-head warm-up."}
     )
     mlm_head_warmup_masked_tokens: int = field(
-        default=25_000,
+        default=10_000,
         metadata={
             "help": "The MLM-head warm-up encodes fresh batches once (frozen encoder; dropout on as in the joint "
             "steps but off the attention probabilities, whose masks would double the encoding's cost on a CPU; "
@@ -283,6 +285,22 @@ class MetricBertConfig(CatalogTrainerConfig):
             "batches, so short texts get more batches and long ones fewer (docs/quality.md, issue #37). 0 encodes "
             "a fresh batch for every step, which on long descriptions makes the warm-up as long as the training. "
             "Split among the processes of a distributed run."
+        },
+    )
+    mlm_head_warmup_tokens_per_step: int = field(
+        default=256,
+        metadata={
+            "help": "Each warm-up step trains the head on this many masked tokens drawn from those encoded, "
+            "not on all of one batch's: a step's softmax over the whole vocabulary per token cost as much as "
+            "the encoding on long descriptions (benchmarks/RESULTS.md). 0: every masked token of one batch a step."
+        },
+    )
+    mlm_head_warmup_word_prior: bool = field(
+        default=True,
+        metadata={
+            "help": "Before the warm-up's first step, set the MLM head's output bias to the catalog's log "
+            "word-piece frequencies (counted from the tokenized catalog, no model): the prior a fresh head "
+            "otherwise spends its steps learning (MLM loss about 10.9 -> 7.1-7.6 on the development catalogs)."
         },
     )
     mlm_weight_ramp_steps: int = field(
@@ -321,6 +339,7 @@ class MetricBertConfig(CatalogTrainerConfig):
         "distill_temperature": above(0),
         "mlm_head_warmup_steps": at_least(0),
         "mlm_head_warmup_masked_tokens": at_least(0),
+        "mlm_head_warmup_tokens_per_step": at_least(0),
         "mlm_weight_ramp_steps": at_least(0),
         "mlm_head_warmup_learning_rate": above(0),
     }

@@ -9,7 +9,8 @@ encoder frozen, gives the joint objective a head that already reads the encoder'
 so the MLM gradient into the encoder carries language-model signal from the first joint step.
 
 Only the head's own parameters train (its transform and the output bias); the decoder matrix is
-tied to the word embeddings, which belong to the encoder and stay frozen here.
+tied to the word embeddings, which belong to the encoder and stay frozen here. The output bias
+can start from the catalog's word prior (``word_prior``), counted without the model.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from metricbert_trainer.base.modeling import (
     mlm_head_own_parameters,
     whole_copy,
 )
+from metricbert_trainer.metricbert.word_prior import set_output_bias
 
 logger = logging.getLogger(__name__)
 
@@ -45,7 +47,8 @@ PROBE_BATCHES = 4
 @dataclass(frozen=True)
 class MlmHeadWarmup:
     """What the warm-up did: its steps, the batches it encoded once and their masked tokens (0: a
-    fresh batch each step), the mean MLM loss on the probe batches before and after, its wall time."""
+    fresh batch each step), the mean MLM loss on the probe batches before, with the word prior
+    when one was set (``None`` otherwise) and after, its wall time."""
 
     steps: int
     loss_before: float
@@ -53,6 +56,7 @@ class MlmHeadWarmup:
     encoded_batches: int = 0
     encoded_tokens: int = 0
     seconds: float = 0.0
+    loss_with_prior: float | None = None
 
 
 def head_parameters(model: torch.nn.Module) -> list[torch.nn.Parameter]:
@@ -102,6 +106,9 @@ def warm_up_mlm_head(
     show_progress: bool = False,
     masked_tokens: int = 0,
     length_groups: int = 1,
+    tokens_per_step: int = 0,
+    word_prior: torch.Tensor | None = None,
+    seed: int = 0,
 ) -> MlmHeadWarmup:
     """Trains the MLM head alone for ``steps`` batches of ``loader`` (cycled), AdamW at ``learning_rate``.
 
@@ -122,6 +129,13 @@ def warm_up_mlm_head(
     (``attention_dropout_off``): on a CPU those masks make scaled-dot-product attention leave its
     fused kernel, and they cost as much as the rest of the encoding (benchmarks/RESULTS.md).
 
+    ``tokens_per_step`` > 0 trains each step on that many masked tokens drawn (``seed``) from what
+    was encoded, rather than on every masked token of one batch: the head's step computes a
+    softmax over the whole vocabulary for each token, and a Debian batch's 750 masked tokens made
+    its 100 steps cost as much as the encoding (benchmarks/RESULTS.md). ``word_prior`` (log
+    word-piece frequencies, ``word_prior.word_piece_log_prior``) is written into the output bias
+    before the first step, so the steps do not spend themselves on it.
+
     The first ``PROBE_BATCHES`` batches are held back to measure the MLM loss before and after.
     In a distributed run every process calls this with its own shard of the data; the head's
     gradients are averaged over processes before each step, so the heads stay identical.
@@ -141,6 +155,9 @@ def warm_up_mlm_head(
         show_progress=show_progress,
         masked_tokens=masked_tokens,
         length_groups=length_groups,
+        tokens_per_step=tokens_per_step,
+        word_prior=word_prior,
+        seed=seed,
     )
     if not is_partitioned(model):
         return _warm_up_whole(model, loader, fields, **options)
@@ -163,6 +180,9 @@ def _warm_up_whole(
     show_progress,
     masked_tokens,
     length_groups,
+    tokens_per_step,
+    word_prior,
+    seed,
 ) -> MlmHeadWarmup:
     parameters = head_parameters(model)
     frozen = [parameter for parameter in parameters if not parameter.requires_grad]
@@ -172,6 +192,7 @@ def _warm_up_whole(
     was_training = model.training
     model.train()
     batches = _cycle(loader)
+    draws = torch.Generator().manual_seed(seed)
     started = time.perf_counter()
     if masked_tokens:
         probes, encoded, encoded_tokens = _encode_once(
@@ -186,41 +207,53 @@ def _warm_up_whole(
             show_progress=show_progress,
         )
 
-        def loss_of(states: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+        pool = (torch.cat([states for states, _ in encoded]), torch.cat([labels for _, labels in encoded]))
+
+        def probe_loss(states: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
             return head_loss(model, states)
 
-        def step_input(step: int):
+        def step_states(step: int) -> tuple[torch.Tensor, torch.Tensor]:
+            if tokens_per_step:
+                return _draw(pool, tokens_per_step, draws)
             return encoded[step % len(encoded)]
     else:
         encoded, encoded_tokens = [], 0
         probes = [_to_device(next(batches), device) for _ in range(PROBE_BATCHES)]
 
-        def loss_of(batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        def probe_loss(batch: dict[str, torch.Tensor]) -> torch.Tensor:
             with torch.no_grad():
-                states = frozen_masked_states(model, batch, fields)
-            return head_loss(model, states)
+                return head_loss(model, frozen_masked_states(model, batch, fields))
 
-        def step_input(step: int):
-            return _to_device(next(batches), device)
+        def step_states(step: int) -> tuple[torch.Tensor, torch.Tensor]:
+            with torch.no_grad():
+                states = frozen_masked_states(model, _to_device(next(batches), device), fields)
+            return _draw(states, tokens_per_step, draws) if tokens_per_step else states
 
     optimizer = torch.optim.AdamW(parameters, lr=learning_rate, weight_decay=0.0)
     try:
-        before = _probe_loss(loss_of, probes, autocast)
+        before = _probe_loss(probe_loss, probes, autocast)
+        with_prior = None
+        if word_prior is not None:
+            set_output_bias(model, word_prior)
+            with_prior = _probe_loss(probe_loss, probes, autocast)
         for step in tqdm(range(steps), desc="MLM-head warm-up", disable=not show_progress):
             with autocast():
-                loss = loss_of(step_input(step))
+                loss = head_loss(model, step_states(step))
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             _average_across_processes(parameters)
             optimizer.step()
-        after = _probe_loss(loss_of, probes, autocast)
+        after = _probe_loss(probe_loss, probes, autocast)
     finally:
         for parameter in frozen:
             parameter.requires_grad_(False)
         model.train(was_training)
     seconds = time.perf_counter() - started
-    logger.info("MLM-head warm-up, %d steps in %.1f s: MLM loss %.3f -> %.3f.", steps, seconds, before, after)
-    return MlmHeadWarmup(steps, before, after, len(encoded), encoded_tokens, seconds)
+    prior = "" if with_prior is None else f" -> {with_prior:.3f} (word prior)"
+    logger.info(
+        "MLM-head warm-up, %d steps in %.1f s: MLM loss %.3f%s -> %.3f.", steps, seconds, before, prior, after
+    )
+    return MlmHeadWarmup(steps, before, after, len(encoded), encoded_tokens, seconds, with_prior)
 
 
 def _encode_once(
@@ -247,9 +280,20 @@ def _encode_once(
     return probes, encoded, held
 
 
-def _probe_loss(loss_of, probes: list, autocast) -> float:
+def _draw(
+    states: tuple[torch.Tensor, torch.Tensor], count: int, generator: torch.Generator
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``count`` of the masked tokens in ``states`` (all of them if they are fewer), without repeats."""
+    hidden, labels = states
+    if len(labels) <= count:
+        return states
+    rows = torch.randperm(len(labels), generator=generator)[:count].to(labels.device)
+    return hidden[rows], labels[rows]
+
+
+def _probe_loss(probe_loss, probes: list, autocast) -> float:
     with torch.no_grad(), autocast():
-        return sum(float(loss_of(probe)) for probe in probes) / len(probes)
+        return sum(float(probe_loss(probe)) for probe in probes) / len(probes)
 
 
 def _to_device(batch: dict[str, torch.Tensor], device: torch.device) -> dict[str, torch.Tensor]:

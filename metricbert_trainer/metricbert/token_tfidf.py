@@ -11,13 +11,12 @@ special tokens ([CLS], [SEP], padding) are not counted.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
 import torch
 from transformers import PreTrainedTokenizerBase
 
-# Texts tokenized at a time while the document frequencies are counted.
-FITTING_CHUNK = 1024
+from metricbert_trainer.base.collator import truncated_token_ids
 
 
 class TokenTfidf:
@@ -42,7 +41,7 @@ class TokenTfidf:
         idf = {}
         for name, field_texts in texts.items():
             frequency = torch.zeros(vocabulary, dtype=torch.float64)
-            for ids in _token_ids(tokenizer, field_texts, max_length):
+            for ids in truncated_token_ids(tokenizer, field_texts, max_length):
                 frequency[torch.unique(torch.tensor(ids, dtype=torch.long))] += 1
             frequency[ignored] = 0
             documents = len(field_texts)
@@ -57,11 +56,3 @@ class TokenTfidf:
         counts.scatter_add_(1, input_ids, counted.float())
         weighted = counts * idf
         return weighted / weighted.norm(dim=1, keepdim=True).clamp_min(1e-12)
-
-
-def _token_ids(
-    tokenizer: PreTrainedTokenizerBase, texts: Sequence[str], max_length: int
-) -> Iterable[list[int]]:
-    for start in range(0, len(texts), FITTING_CHUNK):
-        chunk = [str(text) for text in texts[start : start + FITTING_CHUNK]]
-        yield from tokenizer(chunk, truncation=True, max_length=max_length)["input_ids"]

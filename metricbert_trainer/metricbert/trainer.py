@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 
@@ -33,6 +34,7 @@ from metricbert_trainer.metricbert.neighbourhood_batches import (
     nearest_neighbours,
 )
 from metricbert_trainer.metricbert.token_tfidf import TokenTfidf
+from metricbert_trainer.metricbert.word_prior import word_piece_log_prior
 from metricbert_trainer.publishing.model_card import CardMethod
 
 logger = logging.getLogger(__name__)
@@ -265,19 +267,38 @@ class MetricBertTrainer(CatalogTrainer):
         if self.args.teacher_weight > 0 and self.token_tfidf is None:
             self.token_tfidf = self._fit_token_tfidf()
         if self.args.mlm_head_warmup_steps and not resuming:
-            self.mlm_head_warmup = warm_up_mlm_head(
-                self.model,
-                self._warmup_loader(),
-                self.batch_fields,
-                steps=self.args.mlm_head_warmup_steps,
-                learning_rate=self.args.mlm_head_warmup_learning_rate,
-                device=self.args.device,
-                autocast=self.accelerator.autocast,
-                show_progress=self._shows_progress(),
-                masked_tokens=self.args.mlm_head_warmup_masked_tokens,
-                length_groups=length_groups_on(self.args.device, self.args.length_groups),
-            )
+            self.mlm_head_warmup = self._warm_up_mlm_head()
         return super().train(resume_from_checkpoint=resume_from_checkpoint, trial=trial, **kwargs)
+
+    def _warm_up_mlm_head(self) -> MlmHeadWarmup:
+        """``mlm_warmup.warm_up_mlm_head`` with the run's settings; its time includes counting the
+        word prior (``mlm_head_warmup_word_prior``), which every process counts on the whole catalog."""
+        started = time.perf_counter()
+        word_prior = None
+        if self.args.mlm_head_warmup_word_prior:
+            columns = [self._field_texts(name) for name in self.fields]
+            word_prior = word_piece_log_prior(self.processing_class, columns, self.args.max_length)
+            logger.info(
+                "MLM-head warm-up: word prior counted over %d texts in %.1f s.",
+                sum(map(len, columns)),
+                time.perf_counter() - started,
+            )
+        warmup = warm_up_mlm_head(
+            self.model,
+            self._warmup_loader(),
+            self.batch_fields,
+            steps=self.args.mlm_head_warmup_steps,
+            learning_rate=self.args.mlm_head_warmup_learning_rate,
+            device=self.args.device,
+            autocast=self.accelerator.autocast,
+            show_progress=self._shows_progress(),
+            masked_tokens=self.args.mlm_head_warmup_masked_tokens,
+            length_groups=length_groups_on(self.args.device, self.args.length_groups),
+            tokens_per_step=self.args.mlm_head_warmup_tokens_per_step,
+            word_prior=word_prior,
+            seed=self.args.seed,
+        )
+        return dataclasses.replace(warmup, seconds=time.perf_counter() - started)
 
     def _shows_progress(self) -> bool:
         """Whether the phases before the first step draw a progress bar: as the training loop's own."""
@@ -410,9 +431,14 @@ class MetricBertTrainer(CatalogTrainer):
                 if warmup.encoded_batches
                 else ""
             )
+            prior = (
+                ""
+                if warmup.loss_with_prior is None
+                else f" -> {warmup.loss_with_prior:.3f} with the catalog's word prior as output bias"
+            )
             section += (
                 f"\nThe MLM head was warmed up alone for {warmup.steps} steps{encoded} first: MLM loss "
-                f"{warmup.loss_before:.3f} -> {warmup.loss_after:.3f}.\n"
+                f"{warmup.loss_before:.3f}{prior} -> {warmup.loss_after:.3f}.\n"
             )
         return section
 

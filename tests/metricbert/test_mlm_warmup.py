@@ -6,7 +6,7 @@ import pytest
 import torch
 from conftest import tiny_metricbert_trainer
 
-from metricbert_trainer.base.modeling import load_masked_lm
+from metricbert_trainer.base.modeling import find_mlm_head, load_masked_lm
 from metricbert_trainer.data.catalog import load_catalog
 from metricbert_trainer.metricbert.collator import MetricBertCollator
 from metricbert_trainer.metricbert.config import MetricBertConfig
@@ -126,6 +126,41 @@ def test_a_budget_beyond_the_steps_encodes_one_batch_per_step(
     assert trainer.mlm_head_warmup.encoded_batches == 3
     # (probe batches + 3) x 2 fields x 2 length groups: once each, not again at every step.
     assert len(modes) == (PROBE_BATCHES + 3) * 2 * 2
+
+
+def test_each_step_trains_on_the_drawn_number_of_masked_tokens(
+    tmp_path, tiny_model_path, tokenizer, wines_csv
+):
+    trainer = _budget_trainer(tmp_path, tiny_model_path, tokenizer, wines_csv, steps=5, masked_tokens=400)
+    trainer.args.mlm_head_warmup_tokens_per_step = 48
+    rows = []
+    hook = find_mlm_head(trainer.model).register_forward_hook(
+        lambda module, args, output: rows.append(args[0].shape[0])
+    )
+    _warm_up_alone(trainer)
+    hook.remove()
+    # The probes' loss before, with the word prior, after (PROBE_BATCHES each, a whole batch's masked
+    # tokens); between them the 5 steps, 48 tokens each, out of the 400 or more encoded.
+    probes = PROBE_BATCHES
+    assert rows[2 * probes : -probes] == [48] * 5
+    assert all(count > 48 for count in rows[:probes]) and trainer.mlm_head_warmup.encoded_tokens >= 400
+
+
+@pytest.mark.parametrize("word_prior", [True, False])
+def test_the_word_prior_is_set_before_the_first_step(
+    tmp_path, tiny_model_path, tokenizer, wines_csv, word_prior
+):
+    trainer = _budget_trainer(tmp_path, tiny_model_path, tokenizer, wines_csv, steps=1, masked_tokens=300)
+    trainer.args.mlm_head_warmup_word_prior = word_prior
+    _warm_up_alone(trainer)
+    warmup = trainer.mlm_head_warmup
+    if word_prior:
+        # The tiny random encoder's states say little; the catalog's word frequencies say a lot.
+        assert warmup.loss_with_prior < warmup.loss_before - 2, warmup
+        assert "with the catalog's word prior as output bias" in trainer.objective_card_section()
+    else:
+        assert warmup.loss_with_prior is None
+        assert "word prior" not in trainer.objective_card_section()
 
 
 def test_masked_states_in_length_groups_are_those_of_one_padded_batch(tiny_model_path, tokenizer, wines_csv):
