@@ -101,16 +101,13 @@ def encoded_states(catalog_path: str, output_dir: str):
 
 
 def train_head(
-    trainer, probes, encoded, variant: HeadVariant, initial_head: dict
+    trainer, probes, encoded, variant: HeadVariant, initial_head: dict, word_prior: torch.Tensor
 ) -> tuple[int, float, float]:
     """The batches ``variant`` uses, its head steps' seconds and the probe batches' MLM loss after."""
     model = trainer.model
     find_mlm_head(model).load_state_dict(initial_head)
     if variant.word_prior:
-        columns = [[str(text) for text in trainer.train_dataset[name]] for name in trainer.fields]
-        set_output_bias(
-            model, word_piece_log_prior(trainer.processing_class, columns, trainer.args.max_length)
-        )
+        set_output_bias(model, word_prior)
     used, held = [], 0
     for states in encoded:
         if held >= variant.masked_tokens:
@@ -148,6 +145,8 @@ def main(argv: list[str] | None = None) -> None:
     with tempfile.TemporaryDirectory() as output_dir:
         trainer, probes, encoded, per_batch = encoded_states(arguments.catalog, output_dir)
     initial_head = copy.deepcopy(find_mlm_head(trainer.model).state_dict())
+    columns = [[str(text) for text in trainer.train_dataset[name]] for name in trainer.fields]
+    word_prior = word_piece_log_prior(trainer.processing_class, columns, trainer.args.max_length)
     with torch.no_grad():
         before = sum(float(head_loss(trainer.model, probe)) for probe in probes) / len(probes)
     tokens_per_batch = sum(len(labels) for _, labels in encoded) / len(encoded)
@@ -159,7 +158,7 @@ def main(argv: list[str] | None = None) -> None:
     print("| variant | batches encoded | head steps (s) | probe MLM loss after |")
     print("|---|---:|---:|---:|")
     for name, variant in VARIANTS.items():
-        batches, seconds, after = train_head(trainer, probes, encoded, variant, initial_head)
+        batches, seconds, after = train_head(trainer, probes, encoded, variant, initial_head, word_prior)
         print(f"| {name} | {batches} | {seconds:.1f} | {after:.3f} |", flush=True)
 
 
