@@ -6,6 +6,7 @@
     python benchmarks/million_items.py search --items 1000000 --queries 1000 --indexes exact IVF1024,Flat
     python benchmarks/million_items.py epoch --max-lengths 64 128 256
     python benchmarks/million_items.py tfidf --items 1000000
+    python benchmarks/million_items.py neighbourhoods --items 10000 20000 40000
 
 ``keys``: the guide cache (``metricbert/guide.py``) files every distinct text of the catalog (2
 per item) under a key made from its token ids. Each way of keying runs in a fresh process on
@@ -35,6 +36,12 @@ MLM-head warm-up, a fixed 100 head-only steps whatever ``N``.
 ``tfidf``: the hybrid ranking's share of ``metricbert recommend`` (``--tfidf-weight``, on by
 default): per-field TF-IDF fitted on the catalog, then one query's distance row, on a catalog of
 the wine sample's texts repeated to ``--items`` items.
+
+``neighbourhoods``: the recipes' batches of neighbourhoods (``batch_neighbourhood_size: 8``) start
+with each item's 32 nearest items under the frozen start (``neighbourhood_batches.nearest_neighbours``,
+exact, every item against every other: ``N^2 x 2 x hidden`` work) and one epoch's greedy groups.
+Both timed on clustered synthetic vectors of MiniLM's width at each ``--items``; the rows say how
+the cost grows, and the last column projects the lists' time to a million items by ``N^2``.
 """
 
 from __future__ import annotations
@@ -367,6 +374,40 @@ def run_tfidf(arguments: argparse.Namespace) -> None:
     )
 
 
+def neighbourhood_row(items: int) -> dict:
+    import torch
+
+    from metricbert_trainer.metricbert.neighbourhood_batches import (
+        item_vectors,
+        nearest_neighbours,
+        neighbourhood_groups,
+    )
+
+    views = clustered_views(items, 384)
+    vectors = item_vectors([torch.from_numpy(views["title"]), torch.from_numpy(views["description"])])
+    started = time.perf_counter()
+    neighbours = nearest_neighbours(vectors, candidates=32)
+    lists = time.perf_counter() - started
+    started = time.perf_counter()
+    neighbourhood_groups(neighbours, 8, torch.Generator().manual_seed(0))
+    return {"lists": lists, "groups": time.perf_counter() - started, "peak_gib": peak_rss_gib()}
+
+
+def run_neighbourhoods(arguments: argparse.Namespace) -> None:
+    print(
+        "| items | nearest 32 of each item (s) | one epoch's groups of 8 (s) | peak RSS GiB | lists at 1M items, by N^2 (h) |\n"
+        "|---:|---:|---:|---:|---:|"
+    )
+    for items in arguments.items:
+        result = in_fresh_process(neighbourhood_row, items)
+        projected = result["lists"] * (1_000_000 / items) ** 2 / 3600
+        print(
+            f"| {items:,} | {result['lists']:.1f} | {result['groups']:.2f} | {result['peak_gib']:.2f} | "
+            f"{projected:.1f} |",
+            flush=True,
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -400,6 +441,11 @@ def main() -> None:
     tfidf = commands.add_parser("tfidf", help="The hybrid ranking's TF-IDF for one query at --items items.")
     tfidf.add_argument("--items", type=int, default=1_000_000)
     tfidf.set_defaults(run=run_tfidf)
+    neighbourhoods = commands.add_parser(
+        "neighbourhoods", help="The neighbour lists and groups of batch_neighbourhood_size at --items items."
+    )
+    neighbourhoods.add_argument("--items", nargs="+", type=int, default=[10_000, 20_000, 40_000])
+    neighbourhoods.set_defaults(run=run_neighbourhoods)
     arguments = parser.parse_args()
     if arguments.command == "search":
         arguments.parameters = {

@@ -402,4 +402,6 @@ class MetricBertConfig(CatalogTrainerConfig):
             "false_negative_filter": self.false_negative_filter,
             "false_negative_margin": self.false_negative_margin,
             "gather_across_devices": self.gather_across_devices,
+            # Which items share a batch decides the in-batch negatives and what the teacher ranks.
+            "batch_neighbourhood_size": self.batch_neighbourhood_size,
         }

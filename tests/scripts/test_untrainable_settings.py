@@ -33,10 +33,12 @@ def _recipe(model: str, catalog, output_dir, **options) -> list[str]:
 
 def test_a_batch_of_one_is_refused_for_every_term_that_needs_negatives(files, tiny_model_path, tmp_path):
     catalog = files / "wines.csv"
+    # Batches drawn at random: a neighbourhood of the recipe's 8 items cannot fit in a batch of one.
+    one_item_batches = {"per_device_train_batch_size": 1, "batch_neighbourhood_size": 0}
     with pytest.raises(
         UsageError, match="per_device_train_batch_size 1 leaves the triplet_weight term nothing"
     ):
-        train_recipe(_recipe(tiny_model_path, catalog, tmp_path / "a", per_device_train_batch_size=1))
+        train_recipe(_recipe(tiny_model_path, catalog, tmp_path / "a", **one_item_batches))
     tagged = ["--model_name_or_path", tiny_model_path, "--tagged_catalog", str(WINE_TAGS)]
     with pytest.raises(UsageError, match="leaves the metric_weight term nothing to train"):
         train_recipe(
@@ -47,13 +49,15 @@ def test_a_batch_of_one_is_refused_for_every_term_that_needs_negatives(files, ti
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
     # Without the in-batch term a batch of one trains: the MLM term alone.
     run = train_recipe(
-        _recipe(tiny_model_path, catalog, tmp_path / "c", per_device_train_batch_size=1, triplet_weight=0)
+        _recipe(
+            tiny_model_path, catalog, tmp_path / "c", **one_item_batches, triplet_weight=0, teacher_weight=0
+        )
     )
     assert run.trainer.state.global_step == 2
 
 
 def test_a_run_with_every_loss_term_off_is_refused(files, tmp_path):
-    off = {"triplet_weight": 0, "mlm_weight": 0, "distill_weight": 0}
+    off = {"triplet_weight": 0, "mlm_weight": 0, "distill_weight": 0, "teacher_weight": 0}
     # A model path that does not exist: the settings are refused before anything would load it.
     with pytest.raises(UsageError, match="every loss term is off .*the run would train nothing"):
         train_recipe(_recipe(str(tmp_path / "no-model"), files / "wines.csv", tmp_path / "run", **off))
