@@ -33,14 +33,21 @@ def process_group_closed_at_exit() -> Iterator[None]:
 
     A launched process that leaves its gloo process group alive can abort at interpreter exit
     (``terminate called without an active exception``, SIGABRT) while gloo's worker threads are torn
-    down; the launcher then kills the other ranks and reports a finished run as failed. Only a
-    process's entry point may close it: the studies run several trainings in one process group.
+    down; the launcher then kills the other ranks and reports a finished run as failed. A run that
+    ends normally first waits for every rank, so that no rank tears the group down while a peer still
+    holds it (rank 0 writes the card and the plots after the others are done); one that raises closes
+    it at once, as its peers may never arrive. Only a process's entry point may close it: the studies
+    run several trainings in one process group.
     """
     try:
         yield
-    finally:
+    except BaseException:
         if dist.is_available() and dist.is_initialized():
             dist.destroy_process_group()
+        raise
+    if dist.is_available() and dist.is_initialized():
+        dist.barrier()
+        dist.destroy_process_group()
 
 
 def world_size() -> int:
