@@ -74,8 +74,13 @@ def test_wandb_offline_run_holds_every_loss_term_and_ranking_metric(tiny_model_p
     monkeypatch.setenv("WANDB_PROJECT", "metricbert-test")
     run = _run(tiny_model_path, tmp_path / "run", "wandb")
     wandb.finish()
+    # finish() returns once the service has the run's last records, not once wandb-core has
+    # flushed them to the run file (a CI run read a file that held no history yet): teardown()
+    # waits for the service to exit, which closes the file.
+    wandb.teardown()
     (run_file,) = tmp_path.rglob("run-*.wandb")
-    history = _wandb_history(run_file)
+    history, record_types = _wandb_records(run_file)
+    assert "exit" in record_types, sorted(record_types)  # the whole run reached the file
     for name in LOSS_TERMS:
         assert f"train/{name}" in history, (name, sorted(history))
         assert len(history[f"train/{name}"]) == 4  # one value per logged step
@@ -94,12 +99,13 @@ _WANDB_RECORD_HEADER = 7
 _FULL, _LAST = 1, 4
 
 
-def _wandb_history(path: Path) -> dict[str, list[str]]:
-    """Every value each history key received in an offline run file, in order (JSON text)."""
+def _wandb_records(path: Path) -> tuple[dict[str, list[str]], set[str]]:
+    """Every value each history key received in an offline run file, in order (JSON text), and
+    the kinds of record the file holds."""
     from wandb.proto import wandb_internal_pb2
 
     data = path.read_bytes()
-    position, pending, history = _WANDB_FILE_HEADER, b"", {}
+    position, pending, history, record_types = _WANDB_FILE_HEADER, b"", {}, set()
     while position + _WANDB_RECORD_HEADER <= len(data):
         left_in_block = _WANDB_BLOCK - position % _WANDB_BLOCK
         _, length, kind = struct.unpack("<IHB", data[position : position + _WANDB_RECORD_HEADER])
@@ -114,7 +120,8 @@ def _wandb_history(path: Path) -> dict[str, list[str]]:
         record = wandb_internal_pb2.Record()
         record.ParseFromString(pending)
         pending = b""
+        record_types.add(record.WhichOneof("record_type"))
         if record.WhichOneof("record_type") == "history":
             for item in record.history.item:
                 history.setdefault(item.key or "/".join(item.nested_key), []).append(item.value_json)
-    return history
+    return history, record_types
