@@ -7,6 +7,7 @@
     python benchmarks/million_items.py epoch --max-lengths 64 128 256
     python benchmarks/million_items.py tfidf --items 1000000
     python benchmarks/million_items.py neighbourhoods --items 10000 20000 40000
+    python benchmarks/million_items.py neighbourhoods --items 130000 1000000 --indexes exact IVF1024,Flat
 
 ``keys``: the guide cache (``metricbert/guide.py``) files every distinct text of the catalog (2
 per item) under a key made from its token ids. Each way of keying runs in a fresh process on
@@ -37,11 +38,14 @@ MLM-head warm-up, a fixed 100 head-only steps whatever ``N``.
 default): per-field TF-IDF fitted on the catalog, then one query's distance row, on a catalog of
 the wine sample's texts repeated to ``--items`` items.
 
-``neighbourhoods``: the recipes' batches of neighbourhoods (``batch_neighbourhood_size: 8``) start
-with each item's 32 nearest items under the frozen start (``neighbourhood_batches.nearest_neighbours``,
-exact, every item against every other: ``N^2 x 2 x hidden`` work) and one epoch's greedy groups.
-Both timed on clustered synthetic vectors of MiniLM's width at each ``--items``; the rows say how
-the cost grows, and the last column projects the lists' time to a million items by ``N^2``.
+``neighbourhoods``: the recipes' batches of neighbourhoods (``batch_neighbourhood_size`` of
+``recipes/catalog/minilm.yaml``) start with each item's nearest items under the frozen start
+(``neighbourhood_batches.nearest_neighbours``), listed exactly (every item against every other:
+``N^2 x 2 x hidden`` work) or through a FAISS index (``--indexes``, the ``neighbourhood_index``
+option), then grouped greedily each epoch. Timed on clustered synthetic vectors of MiniLM's width
+at each ``--items``; each row also gives the share of the exact lists an index finds and the
+groups' cohesion (the mean cosine between two items of a group; random groups in brackets), which
+is what the batches need; the last column projects the exact lists' time to a million items by ``N^2``.
 """
 
 from __future__ import annotations
@@ -49,6 +53,7 @@ from __future__ import annotations
 import argparse
 import gc
 import os
+import re
 import statistics
 import time
 from pathlib import Path
@@ -65,6 +70,7 @@ BENCHMARKS = {
     "debian": ("data/debian/debian-packages-4000.csv", "data/debian/debtags-annotations-100-seeds.csv", 256),
 }
 TEXTS_AT_A_MILLION_ITEMS = 2_000_000
+CATALOG_RECIPE = REPO_ROOT / "recipes" / "catalog" / "minilm.yaml"
 
 
 def current_rss_gib() -> float:
@@ -374,10 +380,25 @@ def run_tfidf(arguments: argparse.Namespace) -> None:
     )
 
 
-def neighbourhood_row(items: int) -> dict:
+def recipe_neighbourhood_size() -> int:
+    """The group size the any-catalog recipe trains with, so the timing follows its default."""
+    import yaml
+
+    return int(yaml.safe_load(CATALOG_RECIPE.read_text())["batch_neighbourhood_size"])
+
+
+def neighbourhood_lists_file(items: int, index: str) -> Path:
+    return OUTPUTS / f"neighbours-{items}-{re.sub(r'[^A-Za-z0-9]+', '_', index)}.npy"
+
+
+def neighbourhood_row(items: int, size: int, index: str, parameters: str) -> dict:
+    """One way of listing the neighbours, in a process of its own: the lists' and one epoch's
+    groups' time, the groups' cohesion (mean cosine between two items of a group) and peak RSS.
+    The lists are kept on disk so the parent can compare them with the exact ones."""
     import torch
 
     from metricbert_trainer.metricbert.neighbourhood_batches import (
+        candidates_per_item,
         item_vectors,
         nearest_neighbours,
         neighbourhood_groups,
@@ -385,27 +406,79 @@ def neighbourhood_row(items: int) -> dict:
 
     views = clustered_views(items, 384)
     vectors = item_vectors([torch.from_numpy(views["title"]), torch.from_numpy(views["description"])])
+    del views
     started = time.perf_counter()
-    neighbours = nearest_neighbours(vectors, candidates=32)
+    neighbours = nearest_neighbours(
+        vectors, candidates_per_item(size), index=index, search_parameters=parameters
+    )
     lists = time.perf_counter() - started
     started = time.perf_counter()
-    neighbourhood_groups(neighbours, 8, torch.Generator().manual_seed(0))
-    return {"lists": lists, "groups": time.perf_counter() - started, "peak_gib": peak_rss_gib()}
+    groups = neighbourhood_groups(neighbours, size, torch.Generator().manual_seed(0))
+    grouping = time.perf_counter() - started
+    OUTPUTS.mkdir(parents=True, exist_ok=True)
+    np.save(neighbourhood_lists_file(items, index), neighbours.numpy())
+    random_groups = torch.randperm(items, generator=torch.Generator().manual_seed(0))
+    return {
+        "lists": lists,
+        "groups": grouping,
+        "cohesion": group_cohesion(vectors, [group for group in groups if len(group) == size]),
+        "random_cohesion": group_cohesion(
+            vectors, random_groups[: items // size * size].view(-1, size).tolist()
+        ),
+        "peak_gib": peak_rss_gib(),
+    }
+
+
+def group_cohesion(vectors, groups: list[list[int]]) -> float:
+    """Mean cosine between two different items of the same group (unit item vectors)."""
+    import torch
+
+    total, pairs = 0.0, 0
+    for start in range(0, len(groups), 4096):
+        members = vectors[torch.tensor(groups[start : start + 4096])]  # [G, size, H]
+        cosines = members @ members.transpose(1, 2)
+        size = members.shape[1]
+        total += float(cosines.sum() - cosines.diagonal(dim1=1, dim2=2).sum())
+        pairs += len(members) * size * (size - 1)
+    return total / pairs
+
+
+def list_overlap(items: int, index: str) -> float | None:
+    """The share of the exact lists' entries an index's lists hold (when the exact ones were run)."""
+    exact = neighbourhood_lists_file(items, "exact")
+    if index == "exact" or not exact.is_file():
+        return None
+    found, truth = np.load(neighbourhood_lists_file(items, index)), np.load(exact)
+    hits = sum(len(np.intersect1d(a, b, assume_unique=True)) for a, b in zip(found, truth, strict=True))
+    return hits / truth.size
 
 
 def run_neighbourhoods(arguments: argparse.Namespace) -> None:
+    from metricbert_trainer.metricbert.neighbourhood_batches import candidates_per_item
+
+    size = recipe_neighbourhood_size()
     print(
-        "| items | nearest 32 of each item (s) | one epoch's groups of 8 (s) | peak RSS GiB | lists at 1M items, by N^2 (h) |\n"
-        "|---:|---:|---:|---:|---:|"
+        f"| items | lists | nearest {candidates_per_item(size)} of each item (s) | share of the exact lists | "
+        f"mean cosine in a group of {size} (random groups) | one epoch's groups (s) | peak RSS GiB | "
+        "lists at 1M items, by N^2 (h) |\n"
+        "|---:|---|---:|---:|---:|---:|---:|---:|"
     )
     for items in arguments.items:
-        result = in_fresh_process(neighbourhood_row, items)
-        projected = result["lists"] * (1_000_000 / items) ** 2 / 3600
-        print(
-            f"| {items:,} | {result['lists']:.1f} | {result['groups']:.2f} | {result['peak_gib']:.2f} | "
-            f"{projected:.1f} |",
-            flush=True,
-        )
+        for index in arguments.indexes:
+            if index == "exact" and items > arguments.exact_up_to:
+                continue
+            parameters = arguments.search_parameters if index != "exact" else ""
+            result = in_fresh_process(neighbourhood_row, items, size, index, parameters)
+            overlap = list_overlap(items, index)
+            projected = result["lists"] * (1_000_000 / items) ** 2 / 3600 if index == "exact" else None
+            label = index if not parameters else f"{index}, {parameters}"
+            print(
+                f"| {items:,} | {label} | {result['lists']:.1f} | "
+                f"{'-' if overlap is None else f'{overlap:.3f}'} | {result['cohesion']:.3f} "
+                f"({result['random_cohesion']:.3f}) | {result['groups']:.2f} | {result['peak_gib']:.2f} | "
+                f"{'-' if projected is None else f'{projected:.1f}'} |",
+                flush=True,
+            )
 
 
 def main() -> None:
@@ -445,6 +518,13 @@ def main() -> None:
         "neighbourhoods", help="The neighbour lists and groups of batch_neighbourhood_size at --items items."
     )
     neighbourhoods.add_argument("--items", nargs="+", type=int, default=[10_000, 20_000, 40_000])
+    neighbourhoods.add_argument(
+        "--indexes", nargs="+", default=["exact"], help="'exact' and/or faiss.index_factory strings."
+    )
+    neighbourhoods.add_argument("--search-parameters", default="nprobe=16", help="For the FAISS indexes.")
+    neighbourhoods.add_argument(
+        "--exact-up-to", type=int, default=200_000, help="Skip the exact lists above this many items."
+    )
     neighbourhoods.set_defaults(run=run_neighbourhoods)
     arguments = parser.parse_args()
     if arguments.command == "search":

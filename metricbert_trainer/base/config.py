@@ -213,11 +213,11 @@ class CatalogTrainerConfig(TrainingArguments):
         nothing. Each family's config adds its own terms."""
         return {"mlm_weight": self.mlm_weight}
 
-    def in_batch_term(self) -> str | None:
-        """The weight option of a loss term that is on and takes each item's negatives from the
-        other items of its batch (which a batch of one does not have); ``None`` when no such term
-        trains. Each family's config names its own."""
-        return None
+    def in_batch_terms(self) -> dict[str, int]:
+        """The weight option of every loss term that is on and learns from the other items of a
+        batch, with the fewest items a batch must hold for it to have anything to learn (a batch
+        of one has no negatives; ranking needs two others). Each family's config names its own."""
+        return {}
 
     # The arguments travel with the model: transformers pickles them into training_args.bin in
     # every saved and pushed folder and logs to_dict() to TensorBoard and W&B. Both carry the

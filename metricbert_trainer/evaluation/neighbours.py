@@ -15,6 +15,7 @@ into distances, which spares an ``arccos`` over every pair.
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -276,12 +277,10 @@ def _faiss_top_k(
     candidates: int | None,
     parameters: str,
 ) -> TopK:
-    try:
-        import faiss
-    except ImportError as error:
+    if importlib.util.find_spec("faiss") is None:
         raise ImportError(
             "The 'faiss' ranking backend needs faiss-cpu: pip install 'metricbert-trainer[faiss]'."
-        ) from error
+        )
     if distance is Distance.EUCLIDEAN or any(not isinstance(view, torch.Tensor) for view in views):
         raise ValueError(
             "The 'faiss' backend ranks dense vectors by a cosine-based distance; use backend='exact'."
@@ -293,12 +292,7 @@ def _faiss_top_k(
     # Inner products of concatenated unit vectors are sums of per-view cosines.
     matrices = [np.ascontiguousarray(view.numpy()) for view in views]
     stacked = np.ascontiguousarray(np.concatenate(matrices, axis=1))
-    index = faiss.index_factory(stacked.shape[1], factory, faiss.METRIC_INNER_PRODUCT)
-    if not index.is_trained:
-        index.train(stacked)
-    index.add(stacked)
-    if parameters:
-        faiss.ParameterSpace().set_index_parameters(index, parameters)
+    index = inner_product_index(stacked, factory, parameters)
     scores, found = index.search(
         np.ascontiguousarray(stacked[queries]), candidates + 1
     )  # +1: the query itself
@@ -327,6 +321,20 @@ def _faiss_top_k(
         indices[start:stop] = np.take_along_axis(labels[start:stop], best.numpy(), axis=1)
         distances[start:stop] = best_distances.numpy()
     return TopK(indices=indices, distances=distances)
+
+
+def inner_product_index(matrix: np.ndarray, factory: str, parameters: str = ""):
+    """A FAISS inner-product index built by ``factory`` (``faiss.index_factory``), trained on and
+    filled with the rows of ``matrix``, searched with ``parameters`` (``faiss.ParameterSpace``)."""
+    import faiss
+
+    index = faiss.index_factory(matrix.shape[1], factory, faiss.METRIC_INNER_PRODUCT)
+    if not index.is_trained:
+        index.train(matrix)
+    index.add(matrix)
+    if parameters:
+        faiss.ParameterSpace().set_index_parameters(index, parameters)
+    return index
 
 
 def _flat_index(matrix: np.ndarray):

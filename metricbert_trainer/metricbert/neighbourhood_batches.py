@@ -13,19 +13,31 @@ false-negative filter stays in charge of neighbours that are truly the same item
 The groups are drawn anew every epoch from the run's seed: a random order of the items, and each
 item not yet taken opens a group with its nearest neighbours not yet taken (from a list of
 ``candidates`` per item, computed once); the groups are then shuffled and laid end to end.
-Computing the lists compares every item with every other, in chunks: ``N^2 x hidden`` work
-(seconds at 10^4 items on a CPU, hours at 10^6, where an approximate index would be needed).
+Computing the lists exactly compares every item with every other, in chunks: ``N^2 x hidden``
+work (seconds at 10^4 items on a CPU, hours at 10^6). An approximate FAISS index
+(``neighbourhood_index``, e.g. ``"IVF1024,Flat"``) lists them in minutes at 10^6; a group only
+needs near items, not the exact nearest (docs/scale_out.md measures both).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
+import numpy as np
 import torch
 from torch.utils.data import Sampler
 
 # Items compared with the whole catalog at a time while the neighbour lists are built.
 CHUNK = 1024
+# ``neighbourhood_index`` value that compares every item with every other.
+EXACT = "exact"
+
+
+def candidates_per_item(neighbourhood_size: int) -> int:
+    """How long each item's neighbour list is: enough candidates that a group rarely has to be
+    topped up with items from outside them (the trainer and the scale benchmark share it)."""
+    return 4 * neighbourhood_size
 
 
 def item_vectors(fields: list[torch.Tensor]) -> torch.Tensor:
@@ -35,8 +47,16 @@ def item_vectors(fields: list[torch.Tensor]) -> torch.Tensor:
     return torch.cat(parts, dim=1) / len(parts) ** 0.5
 
 
-def nearest_neighbours(vectors: torch.Tensor, candidates: int) -> torch.Tensor:
-    """[N, K]: each item's ``candidates`` most similar other items (unit ``vectors``), nearest first."""
+def nearest_neighbours(
+    vectors: torch.Tensor, candidates: int, index: str = EXACT, search_parameters: str = ""
+) -> torch.Tensor:
+    """[N, K]: each item's ``candidates`` most similar other items (unit ``vectors``), nearest first.
+
+    ``index``: ``"exact"``, or a ``faiss.index_factory`` string whose inner-product index lists
+    them approximately, searched with ``search_parameters`` (``"nprobe=16"`` for IVF).
+    """
+    if index != EXACT:
+        return indexed_neighbours(vectors, candidates, index, search_parameters)
     count = len(vectors)
     kept = min(candidates, count - 1)
     lists = []
@@ -46,6 +66,47 @@ def nearest_neighbours(vectors: torch.Tensor, candidates: int) -> torch.Tensor:
         similarity[rows, rows + start] = -torch.inf  # never one's own neighbour
         lists.append(similarity.topk(kept, dim=1).indices)
     return torch.cat(lists)
+
+
+def check_faiss_index(factory: str, search_parameters: str) -> None:
+    """Raises ``ValueError`` before any model loads when FAISS is missing or cannot build
+    ``factory`` or set ``search_parameters`` on it."""
+    try:
+        import faiss
+    except ImportError as error:
+        raise ValueError(
+            f"neighbourhood_index {factory!r} needs faiss-cpu: pip install 'metricbert-trainer[faiss]'."
+        ) from error
+    try:
+        index = faiss.index_factory(8, factory, faiss.METRIC_INNER_PRODUCT)
+        if search_parameters:
+            faiss.ParameterSpace().set_index_parameters(index, search_parameters)
+    except RuntimeError as error:
+        reason = re.sub(r"^Error in .* at \S+:\d+: ", "", str(error).strip().splitlines()[-1])
+        raise ValueError(
+            f"neighbourhood_index {factory!r} with search parameters {search_parameters!r}: FAISS says {reason}"
+        ) from error
+
+
+def indexed_neighbours(
+    vectors: torch.Tensor, candidates: int, factory: str, search_parameters: str
+) -> torch.Tensor:
+    """``nearest_neighbours`` through an approximate FAISS index: the index is trained and filled
+    with every item, then asked for one more neighbour than needed, since an item usually finds
+    itself. A slot the index leaves empty (``-1``) holds the item itself, which a group skips as
+    already taken."""
+    from metricbert_trainer.evaluation.neighbours import inner_product_index
+
+    matrix = np.ascontiguousarray(vectors.float().numpy())
+    count = len(matrix)
+    kept = min(candidates, count - 1)
+    _, found = inner_product_index(matrix, factory, search_parameters).search(matrix, kept + 1)
+    rows = np.arange(count)[:, None]
+    found = np.where(found < 0, rows, found)
+    # Drop each item from its own list; where the index did not return it, drop the farthest.
+    own = found == rows
+    own[~own.any(axis=1), -1] = True
+    return torch.from_numpy(found[~own].reshape(count, kept))
 
 
 def neighbourhood_groups(

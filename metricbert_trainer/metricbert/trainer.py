@@ -30,6 +30,7 @@ from metricbert_trainer.metricbert.losses.teacher import hybrid_teacher_distilla
 from metricbert_trainer.metricbert.mlm_warmup import MlmHeadWarmup, warm_up_mlm_head
 from metricbert_trainer.metricbert.neighbourhood_batches import (
     NeighbourhoodSampler,
+    candidates_per_item,
     item_vectors,
     nearest_neighbours,
 )
@@ -364,12 +365,17 @@ class MetricBertTrainer(CatalogTrainer):
             for name in self.fields
         ]
         size = self.args.batch_neighbourhood_size
-        # Enough candidates that a group rarely has to be topped up with items from outside them.
-        neighbours = nearest_neighbours(item_vectors(fields), candidates=4 * size)
+        neighbours = nearest_neighbours(
+            item_vectors(fields),
+            candidates=candidates_per_item(size),
+            index=self.args.neighbourhood_index,
+            search_parameters=self.args.neighbourhood_search_parameters,
+        )
         logger.info(
-            "Neighbourhood batches: the %d nearest items of each of %d, in %.1f s.",
+            "Neighbourhood batches: the %d nearest items of each of %d (%s), in %.1f s.",
             neighbours.shape[1],
             len(neighbours),
+            self.args.neighbourhood_index,
             time.perf_counter() - started,
         )
         return NeighbourhoodSampler(neighbours, size, seed=self.args.seed)

@@ -70,9 +70,9 @@ class NerConfig(CatalogTrainerConfig):
         """The tagging loss always trains (weight 1); the metric term adds to it."""
         return {"ner": 1.0, "metric_weight": self.metric_weight}
 
-    def in_batch_term(self) -> str | None:
+    def in_batch_terms(self) -> dict[str, int]:
         """The metric term mines its negatives in the batch; the NER term alone needs none."""
-        return "metric_weight" if self.metric_weight > 0 else None
+        return {"metric_weight": 2} if self.metric_weight > 0 else {}
 
     def loss_config(self) -> dict[str, object]:
         """The loss settings a model card records beside the built term's own (the trainer adds them)."""

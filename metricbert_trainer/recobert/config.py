@@ -95,9 +95,9 @@ class RecoBertConfig(CatalogTrainerConfig):
     def loss_weights(self) -> dict[str, float]:
         return {"tdm_weight": self.tdm_weight, **super().loss_weights()}
 
-    def in_batch_term(self) -> str | None:
+    def in_batch_terms(self) -> dict[str, int]:
         """TDM's negative pairs take another item's description from the batch."""
-        return "tdm_weight" if self.tdm_weight > 0 and self.negative_probability > 0 else None
+        return {"tdm_weight": 2} if self.tdm_weight > 0 and self.negative_probability > 0 else {}
 
     def loss_config(self) -> dict[str, object]:
         """The objective and inference settings a model card records."""

@@ -124,23 +124,22 @@ def training_range_problems(training_args: TrainingArguments) -> list[str]:
 
 
 def objective_problems(training_args: CatalogTrainerConfig) -> list[str]:
-    """A run with every loss weight at 0, or a term whose negatives are the batch's other items on
-    batches of one item, would log 0 at every step while the run reported a trained model."""
+    """A run with every loss weight at 0, or a term that learns from the batch's other items on
+    batches too small to hold them, would log 0 at every step while the run reported a trained model."""
     weights = training_args.loss_weights()
     if not any(weights.values()):
         return [
             f"every loss term is off ({', '.join(f'{name} 0' for name in weights)}): the run would train nothing"
         ]
-    term = training_args.in_batch_term()
     pool = training_args.per_device_train_batch_size
     if getattr(training_args, "gather_across_devices", False):
         pool *= training_args.world_size
-    if term is None or pool >= 2:
-        return []
     return [
         f"per_device_train_batch_size {training_args.per_device_train_batch_size} leaves the {term} term nothing to "
-        f"train: its negatives are the other items of a batch, and a batch of one has none; use at least 2 (or "
-        f"{term}: 0 to train without that term)"
+        f"train: it learns from the other items of a batch, and needs batches of at least {fewest} items; use at "
+        f"least {fewest} (or {term}: 0 to train without that term)"
+        for term, fewest in training_args.in_batch_terms().items()
+        if pool < fewest
     ]
 
 

@@ -1,5 +1,7 @@
 """Neighbourhood batches: each batch is made of groups of items the starting model places together."""
 
+import logging
+
 import pytest
 import torch
 from conftest import tiny_metricbert_trainer
@@ -58,6 +60,40 @@ def test_groups_short_of_free_neighbours_are_topped_up_and_the_short_one_comes_l
     assert len(order) == 25 and sorted(order) == list(range(25))
 
 
+def test_an_exhaustively_searched_faiss_index_lists_the_exact_neighbours():
+    vectors = torch.nn.functional.normalize(
+        torch.randn(400, 16, generator=torch.Generator().manual_seed(1)), dim=1
+    )
+    exact = nearest_neighbours(vectors, candidates=12)
+    assert torch.equal(nearest_neighbours(vectors, 12, index="Flat"), exact)
+    # An IVF index probing all of its 8 lists compares every pair, as the exact lists do.
+    assert torch.equal(
+        nearest_neighbours(vectors, 12, index="IVF8,Flat", search_parameters="nprobe=8"), exact
+    )
+    # Probing one list of 8 misses neighbours in the other lists, but never lists an item as its own.
+    approximate = nearest_neighbours(vectors, 12, index="IVF8,Flat", search_parameters="nprobe=1")
+    assert approximate.shape == exact.shape
+    assert not (approximate == torch.arange(400)[:, None]).any()
+    assert ((approximate >= 0) & (approximate < 400)).all()
+    overlap = sum(len(set(a) & set(b)) for a, b in zip(approximate.tolist(), exact.tolist(), strict=True))
+    assert 0.2 < overlap / exact.numel() < 1
+
+
+def test_an_index_faiss_cannot_build_is_refused_before_training(tmp_path):
+    options = {
+        "output_dir": str(tmp_path),
+        "report_to": "none",
+        "use_cpu": True,
+        "batch_neighbourhood_size": 4,
+    }
+    with pytest.raises(ValueError, match="FAISS says could not parse index string IVFx,Flat"):
+        MetricBertConfig(**options, neighbourhood_index="IVFx,Flat")
+    with pytest.raises(ValueError, match="could not set parameter nprob"):
+        MetricBertConfig(
+            **options, neighbourhood_index="IVF8,Flat", neighbourhood_search_parameters="nprob=2"
+        )
+
+
 def test_item_vectors_compare_items_by_the_mean_of_their_fields_cosines():
     titles, descriptions = torch.randn(5, 8), torch.randn(5, 8)
     items = item_vectors([titles, descriptions])
@@ -72,16 +108,26 @@ def _trainer(tmp_path, model_path, tokenizer, items, **overrides):
     )
 
 
+@pytest.mark.parametrize(
+    "index",
+    [
+        {},
+        # The lists from a FAISS index, searched exhaustively here: the groups must come out as near.
+        {"neighbourhood_index": "IVF2,Flat", "neighbourhood_search_parameters": "nprobe=2"},
+    ],
+)
 def test_training_draws_its_batches_from_neighbourhoods_of_the_starting_model(
-    tmp_path, tiny_model_path, tokenizer, wines_csv
+    tmp_path, tiny_model_path, tokenizer, wines_csv, index, caplog
 ):
+    caplog.set_level(logging.INFO, logger="metricbert_trainer")
     items = load_catalog(wines_csv).dataset.select(range(64))
     trainer = _trainer(
-        tmp_path, tiny_model_path, tokenizer, items, batch_neighbourhood_size=4, distill_weight=1.0
+        tmp_path, tiny_model_path, tokenizer, items, batch_neighbourhood_size=4, distill_weight=1.0, **index
     )
     trainer.args.max_steps = 6  # 4 batches an epoch: the loop reaches the second epoch
     trainer.train()
     assert trainer.state.global_step == 6
+    assert f"nearest items of each of 64 ({index.get('neighbourhood_index', 'exact')})" in caplog.text
     sampler = trainer.neighbourhood_sampler
     assert sampler.epoch == 1  # the loop tells the sampler each epoch, so each draws its own groups
     vectors = item_vectors(

@@ -35,6 +35,7 @@ def test_a_batch_of_one_is_refused_for_every_term_that_needs_negatives(files, ti
     catalog = files / "wines.csv"
     # Batches drawn at random: a neighbourhood of the recipe's 8 items cannot fit in a batch of one.
     one_item_batches = {"per_device_train_batch_size": 1, "batch_neighbourhood_size": 0}
+    two_items = {"per_device_train_batch_size": 2, "teacher_weight": 1}
     with pytest.raises(
         UsageError, match="per_device_train_batch_size 1 leaves the triplet_weight term nothing"
     ):
@@ -46,7 +47,13 @@ def test_a_batch_of_one_is_refused_for_every_term_that_needs_negatives(files, ti
             default_config=REPO_ROOT / "recipes" / "wines" / "ner.yaml",
             config_class=NerConfig,
         )
-    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+    # The teacher ranks each item's other batch items: a batch of 2 leaves it one, nothing to order.
+    with pytest.raises(
+        UsageError, match="per_device_train_batch_size 2 leaves the teacher_weight term"
+    ) as refused:
+        train_recipe(_recipe(tiny_model_path, catalog, tmp_path / "d", **one_item_batches | two_items))
+    assert "triplet_weight" not in str(refused.value)
+    assert not any((tmp_path / name).exists() for name in "abd")
     # Without the in-batch term a batch of one trains: the MLM term alone.
     run = train_recipe(
         _recipe(
