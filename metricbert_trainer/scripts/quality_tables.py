@@ -437,9 +437,12 @@ def ranked_rows(spec: QualitySpec, options: argparse.Namespace, kept: list[dict]
     ranked = {TFIDF, ZERO_SHOT, *options.models}
 
     def recomputed(row: dict) -> bool:
+        """Whether this run writes the row anew: a trained model's rows of the other training
+        seeds stay (seeds trained by separate calls add up)."""
         model = row["model"].removesuffix(HYBRID)
         encoder = not options.tfidf_only and model in ranked and row["view"] in options.views
-        return row["benchmark"] in names and (model == TFIDF or encoder)
+        this_seed = row["train_seed"] is None or row["train_seed"] in spec.train_seeds
+        return row["benchmark"] in names and (model == TFIDF or (encoder and this_seed))
 
     rows = [row for row in kept if not recomputed(row)]
     rows += [row for row in deterministic_rows(spec) if row["benchmark"] in names]

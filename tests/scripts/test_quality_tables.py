@@ -212,6 +212,22 @@ def test_the_command_trains_each_seed_once_ranks_every_view_and_split_and_reuses
     assert {row["view"] for row in with_variant if row["model"] == TRAINED} == {"plain", "masked"}
     table = tables(with_variant)["test"]
     assert "| tiny | plain | no guard - zero-shot |" in table
+    # A later call for another training seed adds its rows beside the first seed's.
+    main(
+        [
+            *arguments,
+            "--results",
+            str(results),
+            "--models",
+            "no guard",
+            "--train-seeds",
+            "2",
+            "--views",
+            "plain",
+        ]
+    )
+    seeds = {row["train_seed"] for row in read_rows(results) if row["model"] == "no guard"}
+    assert seeds == {1, 2}
     assert table.index("| tiny | plain | default recipe (2 training seeds) |") < table.index(
         "| tiny | plain | no guard |"
     )
