@@ -183,19 +183,14 @@ def test_the_command_trains_each_seed_once_ranks_every_view_and_split_and_reuses
     # default recipe's models, whose rows are kept; its gain rows join the tables.
     spec["variants"] = {"no guard": ["--distill_weight", "0"]}
     (tmp_path / "spec.yaml").write_text(json.dumps(spec), encoding="utf-8")
-    main(
-        [
-            *arguments,
-            "--results",
-            str(results),
-            "--models",
-            "no guard",
-            "--train-seeds",
-            "1",
-            "--views",
-            "plain",
-        ]
-    )
+
+    def rank_variant(seed: int) -> None:
+        main(
+            [*arguments, "--results", str(results), "--models", "no guard"]
+            + ["--train-seeds", str(seed), "--views", "plain"]
+        )
+
+    rank_variant(1)
     assert (tmp_path / "models" / "tiny" / "variants" / "no_guard" / "seed-1" / "model.safetensors").is_file()
     assert [path.stat().st_mtime_ns for path in weights] == stamps
     with_variant = read_rows(results)
@@ -213,19 +208,7 @@ def test_the_command_trains_each_seed_once_ranks_every_view_and_split_and_reuses
     table = tables(with_variant)["test"]
     assert "| tiny | plain | no guard - zero-shot |" in table
     # A later call for another training seed adds its rows beside the first seed's.
-    main(
-        [
-            *arguments,
-            "--results",
-            str(results),
-            "--models",
-            "no guard",
-            "--train-seeds",
-            "2",
-            "--views",
-            "plain",
-        ]
-    )
+    rank_variant(2)
     seeds = {row["train_seed"] for row in read_rows(results) if row["model"] == "no guard"}
     assert seeds == {1, 2}
     assert table.index("| tiny | plain | default recipe (2 training seeds) |") < table.index(
