@@ -68,6 +68,8 @@ ON_CPU = ["--use_cpu", "true"]
 # The recipes' previous default: the MLM pass for L_MLM, a second pass over the original text for the vectors.
 UNMASKED_POOLING = ["--pooling_input", "unmasked"]
 NO_CACHE = ["--guide_embedding_cache", "false"]  # the guide runs its forward every step
+# The recipes' default before the hybrid teacher: batches drawn at random, no teacher term.
+NO_TEACHER = ["--teacher_weight", "0", "--batch_neighbourhood_size", "0"]
 # A CPU with AVX2 only (no AVX-512, no native bf16), imitated on a newer one: ATen's vectorised
 # ops, oneDNN and MKL's GEMMs each capped at AVX2. The libraries read these when they load.
 AVX2_KERNELS = {
@@ -87,7 +89,7 @@ def length_groups(count: int) -> list[str]:
 # ONE_BATCH is one padded batch per field, as MNRL runs.
 ONE_BATCH = length_groups(1)
 OURS = [
-    ("ours: default recipe (MLM, guard, filter; bf16 autocast)", "recipes/wines/minilm.yaml", []),
+    ("ours: default recipe (MLM, guard, filter, teacher; bf16 autocast)", "recipes/wines/minilm.yaml", []),
     ("ours: default recipe (bf16), one padded batch per field", "recipes/wines/minilm.yaml", ONE_BATCH),
     (
         "ours: default recipe (bf16), vectors from a second, unmasked pass",
@@ -102,6 +104,8 @@ OURS = [
     ),
     ("ours: default recipe, fp32, one padded batch per field", "recipes/wines/minilm.yaml", FP32 + ONE_BATCH),
     ("ours: default recipe, fp32, no guide cache", "recipes/wines/minilm.yaml", FP32 + NO_CACHE),
+    ("ours: default recipe, fp32, without the teacher", "recipes/wines/minilm.yaml", FP32 + NO_TEACHER),
+    ("ours: default recipe without the teacher (bf16)", "recipes/wines/minilm.yaml", NO_TEACHER),
     ("ours: default recipe without MLM, fp32", "recipes/wines/minilm.yaml", FP32 + NO_MLM),
     *[
         (
@@ -123,6 +127,7 @@ OURS = [
         FP32
         + NO_MLM
         + ONE_BATCH
+        + NO_TEACHER
         + ["--false_negative_filter", "false", "--guide_diagnostics", "false", "--distill_weight", "0"],
     ),
     ("ours: default recipe without MLM (bf16)", "recipes/wines/minilm.yaml", NO_MLM),
