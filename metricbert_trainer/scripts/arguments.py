@@ -53,6 +53,11 @@ def _parse(dataclass_types, args, default_config):
     parser.add_argument(
         "--config", default=None, help="YAML recipe; flags given after it override its values."
     )
+    # Several integrations at once (`--report_to tensorboard wandb`, or a YAML list): transformers
+    # types the field `str | list[str]`, which its parser reads as a single name.
+    for action in parser._actions:
+        if action.dest == "report_to":
+            action.nargs = "+"
     if config_path is not None:
         config = read_config(config_path, parser)
         if known.config and default_config is not None:

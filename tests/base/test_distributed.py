@@ -256,15 +256,23 @@ def test_the_recipes_whole_objective_resumes_exactly_under_ddp(
     assert any(entry.get("mlm_loss", 0.0) > 0 for entry in logged["log_history"])
 
 
-def test_zero3_warms_the_partitioned_head_up_as_ddp_does(tmp_path, tiny_model_path, ddp_whole_objective_run):
+def test_zero3_warms_the_partitioned_head_up_as_ddp_does_and_consolidates(
+    tmp_path, tiny_model_path, ddp_whole_objective_run
+):
     """Under ZeRO-3 the head is warmed up in a whole copy and written back into the partitions;
     the run then ends where DDP's does. The warm-up moves the head by about its learning rate
-    (1e-3 a step), so a head left cold misses the tolerance by far (5.7e-3 against 8.4e-7 when written back)."""
+    (1e-3 a step), so a head left cold misses the tolerance by far (5.7e-3 against 8.4e-7 when written back).
+    Its partitioned checkpoint consolidates into an ordinary, complete model folder."""
     output_dir = tmp_path / "zero3"
     result = train_wines("zero3.yaml", tiny_model_path, output_dir, *WHOLE_OBJECTIVE)
     assert "MLM-head warm-up, 2 steps" in result.stderr
+    shards = sorted(path.name for path in (output_dir / "checkpoint-4" / "global_step4").iterdir())
+    assert "zero_pp_rank_1_mp_rank_00_model_states.pt" in shards  # parameters were partitioned
     consolidated = tmp_path / "consolidated"
     consolidate(output_dir / "checkpoint-4", consolidated)
+    assert (consolidated / "model.safetensors").is_file() and (consolidated / "tokenizer.json").is_file()
+    assert (consolidated / "modules.json").is_file() and (consolidated / "README.md").is_file()
+    AutoModel.from_pretrained(consolidated)
     assert_same_weights(consolidated, ddp_whole_objective_run, atol=1e-5)
 
 
@@ -339,21 +347,6 @@ def test_deepspeed_zero2_trains_like_ddp_and_resumes_only_when_pickles_are_allow
         train_wines("zero2.yaml", tiny_model_path, resumed, *resume)
     train_wines("zero2.yaml", tiny_model_path, resumed, *resume, "--allow_pickled_checkpoints", "true")
     assert_same_weights(resumed, ddp_run, atol=1e-5)
-
-
-def test_deepspeed_zero3_checkpoint_consolidates_into_an_ordinary_checkpoint(
-    tmp_path, tiny_model_path, ddp_run
-):
-    output_dir = tmp_path / "zero3"
-    train_wines("zero3.yaml", tiny_model_path, output_dir)
-    shards = sorted(path.name for path in (output_dir / "checkpoint-4" / "global_step4").iterdir())
-    assert "zero_pp_rank_1_mp_rank_00_model_states.pt" in shards  # parameters were partitioned
-    consolidated = tmp_path / "consolidated"
-    consolidate(output_dir / "checkpoint-4", consolidated)
-    assert (consolidated / "model.safetensors").is_file() and (consolidated / "tokenizer.json").is_file()
-    assert (consolidated / "modules.json").is_file() and (consolidated / "README.md").is_file()
-    AutoModel.from_pretrained(consolidated)
-    assert_same_weights(consolidated, ddp_run, atol=1e-5)
 
 
 def test_zero3_partitioned_model_gets_a_whole_guide(tmp_path, tiny_model_path):

@@ -42,6 +42,16 @@ def test_default_config_used_without_flag(tmp_path):
     assert training.max_length == 64
 
 
+def test_several_report_to_integrations_from_the_yaml_or_the_command_line(tmp_path):
+    config = _write(tmp_path, "catalog: items.csv\noutput_dir: out\nreport_to: [tensorboard, wandb]\n")
+    _, _, from_yaml = parse_recipe_args(TYPES, ["--config", config])
+    _, _, from_flags = parse_recipe_args(TYPES, ["--config", config, "--report_to", "wandb", "tensorboard"])
+    _, _, one = parse_recipe_args(TYPES, ["--config", config, "--report_to", "none"])
+    assert from_yaml.report_to == ["tensorboard", "wandb"]
+    assert from_flags.report_to == ["wandb", "tensorboard"]
+    assert one.report_to == []
+
+
 def test_unknown_yaml_key_suggests_the_right_one(tmp_path):
     config = _write(tmp_path, "catalog: items.csv\nlearning_rat: 1.0e-5\n")
     with pytest.raises(ValueError, match="'learning_rat' \\(did you mean 'learning_rate'\\?\\)"):

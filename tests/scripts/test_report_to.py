@@ -20,22 +20,38 @@ LOSS_TERMS = ("loss", "mlm_loss", "triplet_loss", "distill_loss", "guide_negativ
 RANKING_METRICS = ("eval_mpr", "eval_mrr", "eval_hr@10", "eval_hr@100", "eval_raw_mpr")
 
 
-def _run(tiny_model_path: str, output_dir: Path, report_to: str):
+@pytest.fixture(scope="module")
+def reported_run(tiny_model_path, tmp_path_factory):
+    """One recipe run reporting to both integrations (W&B offline, in a folder of its own), and
+    that folder; each test reads back one integration's files."""
+    wandb = pytest.importorskip("wandb")
+    folder = tmp_path_factory.mktemp("report-to")
     options = QUICK_RUN | {"logging_steps": 1, "eval_strategy": "steps", "eval_steps": 2}
-    return recipe_main(
-        flags(
-            model_name_or_path=tiny_model_path,
-            catalog=WINES_CSV,
-            annotations=WINES_ANNOTATIONS,
-            output_dir=output_dir,
-            report_to=report_to,
-            mlm_weight=1.0,
-            mlm_probability=0.15,
-            plot_column="",
-            **options,
-        ),
-        default_config=REPO_ROOT / "recipes" / "wines" / "minilm.yaml",
-    )
+    with pytest.MonkeyPatch.context() as environment:
+        environment.setenv("WANDB_MODE", "offline")
+        environment.setenv("WANDB_DIR", str(folder))
+        environment.setenv("WANDB_SILENT", "true")
+        environment.setenv("WANDB_PROJECT", "metricbert-test")
+        run = recipe_main(
+            flags(
+                model_name_or_path=tiny_model_path,
+                catalog=WINES_CSV,
+                annotations=WINES_ANNOTATIONS,
+                output_dir=folder / "run",
+                mlm_weight=1.0,
+                mlm_probability=0.15,
+                plot_column="",
+                **options,
+            )
+            + ["--report_to", "tensorboard", "wandb"],
+            default_config=REPO_ROOT / "recipes" / "wines" / "minilm.yaml",
+        )
+        wandb.finish()
+        # finish() returns once the service has the run's last records, not once wandb-core has
+        # flushed them to the run file (a CI run read a file that held no history yet): teardown()
+        # waits for the service to exit, which closes the file.
+        wandb.teardown()
+    return run, folder
 
 
 def _logged(run) -> set[str]:
@@ -44,11 +60,11 @@ def _logged(run) -> set[str]:
 
 
 @pytest.mark.slow
-def test_tensorboard_event_files_hold_every_loss_term_and_ranking_metric(tiny_model_path, tmp_path):
+def test_tensorboard_event_files_hold_every_loss_term_and_ranking_metric(reported_run):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    run = _run(tiny_model_path, tmp_path / "run", "tensorboard")
-    event_files = list((tmp_path / "run").rglob("events.out.tfevents.*"))
+    run, folder = reported_run
+    event_files = list((folder / "run").rglob("events.out.tfevents.*"))
     assert event_files
     tags: dict[str, list[float]] = {}
     for path in event_files:
@@ -66,19 +82,9 @@ def test_tensorboard_event_files_hold_every_loss_term_and_ranking_metric(tiny_mo
 
 
 @pytest.mark.slow
-def test_wandb_offline_run_holds_every_loss_term_and_ranking_metric(tiny_model_path, tmp_path, monkeypatch):
-    wandb = pytest.importorskip("wandb")
-    monkeypatch.setenv("WANDB_MODE", "offline")
-    monkeypatch.setenv("WANDB_DIR", str(tmp_path))
-    monkeypatch.setenv("WANDB_SILENT", "true")
-    monkeypatch.setenv("WANDB_PROJECT", "metricbert-test")
-    run = _run(tiny_model_path, tmp_path / "run", "wandb")
-    wandb.finish()
-    # finish() returns once the service has the run's last records, not once wandb-core has
-    # flushed them to the run file (a CI run read a file that held no history yet): teardown()
-    # waits for the service to exit, which closes the file.
-    wandb.teardown()
-    (run_file,) = tmp_path.rglob("run-*.wandb")
+def test_wandb_offline_run_holds_every_loss_term_and_ranking_metric(reported_run):
+    run, folder = reported_run
+    (run_file,) = folder.rglob("run-*.wandb")
     history, record_types = _wandb_records(run_file)
     assert "exit" in record_types, sorted(record_types)  # the whole run reached the file
     for name in LOSS_TERMS:
