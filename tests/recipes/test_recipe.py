@@ -38,6 +38,25 @@ def test_accelerate_launch_trains_evaluates_and_saves(tmp_path, tiny_model_path)
     assert "eval_mpr" in result.stdout + result.stderr
 
 
+def _side_by_side(*commands: list[str]) -> list[subprocess.CompletedProcess]:
+    """Runs the commands at once from the repository root: each spends most of its seconds
+    importing, one core each."""
+    running = [
+        (
+            command,
+            subprocess.Popen(
+                command, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+            ),
+        )
+        for command in commands
+    ]
+    results = []
+    for command, process in running:
+        stdout, stderr = process.communicate(timeout=300)
+        results.append(subprocess.CompletedProcess(command, process.returncode, stdout, stderr))
+    return results
+
+
 def _error_lines(stderr: str) -> list[str]:
     return [line for line in stderr.splitlines() if ": error: " in line]
 
@@ -52,32 +71,20 @@ def test_a_mistake_is_one_line_without_traceback_before_anything_loads(tmp_path)
     nan_rate = "train_catalog.py: error: learning_rate must be a finite number; got nan; "
     file_as_folder = f"output_dir {occupied} is a file, not a folder: name another output_dir"
     catalog = ["--catalog", "data/wines/winemag-sample-5811.csv", "--model_name_or_path", "./no-model"]
-    direct = subprocess.run(
+    launcher = accelerate_command("single_gpu.yaml", "recipes/train_catalog.py", *catalog, *mistakes)
+    direct, launched, kept = _side_by_side(
         [sys.executable, "recipes/train_catalog.py", *catalog[:2], *mistakes],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
+        [*launcher[:3], "-q", *launcher[3:]],
+        # --traceback keeps it, for a bug report.
+        [sys.executable, "recipes/train_catalog.py", *catalog[:2], *mistakes, "--traceback"],
     )
     assert direct.returncode == 1
     assert _error_lines(direct.stderr) == [nan_rate + file_as_folder] and "Traceback" not in direct.stderr
-    launcher = accelerate_command("single_gpu.yaml", "recipes/train_catalog.py", *catalog, *mistakes)
-    launched = subprocess.run(
-        [*launcher[:3], "-q", *launcher[3:]], cwd=REPO_ROOT, capture_output=True, text=True, timeout=300
-    )
     assert launched.returncode == 1
     assert _error_lines(launched.stderr) == [
         nan_rate + "model_name_or_path ./no-model does not exist; " + file_as_folder
     ]
     assert "Traceback" not in launched.stderr
-    # --traceback keeps it, for a bug report.
-    kept = subprocess.run(
-        [sys.executable, "recipes/train_catalog.py", *catalog[:2], *mistakes, "--traceback"],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
     assert kept.returncode == 1 and "Traceback" in kept.stderr and "UsageError" in kept.stderr
 
 
@@ -112,22 +119,11 @@ ALIASES = {
 
 def _options_helps(*commands: tuple[str, ...]) -> list[str]:
     """Each command's ``--help`` below the usage paragraph (which names the script): every option
-    and its default. The commands run side by side: each spends its seconds importing."""
-    running = [
-        subprocess.Popen(
-            ["python", *command, "--help"],
-            cwd=REPO_ROOT,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for command in commands
-    ]
+    and its default."""
     helps = []
-    for process in running:
-        stdout, stderr = process.communicate(timeout=300)
-        assert process.returncode == 0, stderr[-3000:]
-        helps.append(stdout.split("\n\n", 1)[1])
+    for result in _side_by_side(*(["python", *command, "--help"] for command in commands)):
+        assert result.returncode == 0, result.stderr[-3000:]
+        helps.append(result.stdout.split("\n\n", 1)[1])
     return helps
 
 
