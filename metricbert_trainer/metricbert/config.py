@@ -13,7 +13,6 @@ from metricbert_trainer.base.config import CatalogTrainerConfig
 from metricbert_trainer.base.distances import Distance
 from metricbert_trainer.base.option_rules import Range, above, at_least, within
 from metricbert_trainer.base.parameter_docs import documented_parameters
-from metricbert_trainer.metricbert.description_views import ViewPartner
 from metricbert_trainer.metricbert.forward import PoolingInput
 from metricbert_trainer.metricbert.losses import Objective, build_loss
 from metricbert_trainer.metricbert.losses.distillation import DistillWeighting
@@ -61,11 +60,6 @@ from metricbert_trainer.metricbert.neighbourhood_batches import EXACT, check_fai
             "teacher_weight",
             "teacher_tfidf_weight",
             "teacher_temperature",
-        ),
-        "Views inside an item": (
-            "description_view_words",
-            "description_view_partner",
-            "description_view_weight",
         ),
         "The MLM term": (
             "mlm_head_warmup_steps",
@@ -289,30 +283,6 @@ class MetricBertConfig(CatalogTrainerConfig):
         default=0.5,
         metadata={"help": "Temperature of the teacher term's softmaxes over standardised distances."},
     )
-    description_view_words: int = field(
-        default=0,
-        metadata={
-            "help": "Add to every item of a batch a view of its description: a window of at most this many "
-            "contiguous words (at most half of the description's), drawn anew each time the item is batched, "
-            "which the view term pairs with its own description against the batch's other descriptions and "
-            "views (metricbert/description_views.py). 0 leaves views out. Two-field catalogs."
-        },
-    )
-    description_view_partner: ViewPartner = field(
-        default=ViewPartner.DESCRIPTION,
-        metadata={
-            "help": "What the view term pairs each description view with: the whole description, or (view) a "
-            "second window from the other half of the description, sharing no words with the first (two "
-            "independent crops, as Contriever trains)."
-        },
-    )
-    description_view_weight: float = field(
-        default=1.0,
-        metadata={
-            "help": "Weight of the view term (the objective's formula and mining, with each item's view and "
-            "description as its pair), logged as view_loss; read only with description_view_words > 0."
-        },
-    )
     mlm_head_warmup_steps: int = field(
         default=0,
         metadata={
@@ -381,8 +351,6 @@ class MetricBertConfig(CatalogTrainerConfig):
         "triplet_weight": at_least(0),
         "distill_weight": at_least(0),
         "teacher_weight": at_least(0),
-        "description_view_words": at_least(0),
-        "description_view_weight": at_least(0),
         "teacher_tfidf_weight": within(0, 1),
         "teacher_temperature": above(0),
         "false_negative_margin": within(0, 1, high_open=True),
@@ -426,7 +394,6 @@ class MetricBertConfig(CatalogTrainerConfig):
             **super().loss_weights(),
             "distill_weight": self.distill_weight,
             "teacher_weight": self.teacher_weight,
-            "description_view_weight": self.description_view_weight if self.description_view_words else 0.0,
         }
 
     def in_batch_terms(self) -> dict[str, int]:
@@ -435,8 +402,6 @@ class MetricBertConfig(CatalogTrainerConfig):
         terms = {"triplet_weight": 2} if self.triplet_weight > 0 else {}
         if self.teacher_weight > 0:
             terms["teacher_weight"] = 3
-        if self.description_view_words and self.description_view_weight > 0:
-            terms["description_view_weight"] = 2
         return terms
 
     def loss_config(self) -> dict[str, object]:
@@ -464,14 +429,4 @@ class MetricBertConfig(CatalogTrainerConfig):
             "gather_across_devices": self.gather_across_devices,
             # Which items share a batch decides the in-batch negatives and what the teacher ranks.
             "batch_neighbourhood_size": self.batch_neighbourhood_size,
-            # The view term, recorded when it is on, as the objective's formula names it only then.
-            **(
-                {
-                    "description_view_words": self.description_view_words,
-                    "description_view_partner": ViewPartner(self.description_view_partner).value,
-                    "description_view_weight": self.description_view_weight,
-                }
-                if self.description_view_words
-                else {}
-            ),
         }

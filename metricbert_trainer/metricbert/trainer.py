@@ -18,11 +18,6 @@ from metricbert_trainer.base.length_groups import length_groups_on
 from metricbert_trainer.base.trainer import CatalogTrainer
 from metricbert_trainer.metricbert.collator import MetricBertCollator
 from metricbert_trainer.metricbert.config import MetricBertConfig
-from metricbert_trainer.metricbert.description_views import (
-    DESCRIPTION_VIEW,
-    SECOND_DESCRIPTION_VIEW,
-    ViewPartner,
-)
 from metricbert_trainer.metricbert.forward import enable_metric_forward
 from metricbert_trainer.metricbert.guide import StartingModelGuide
 from metricbert_trainer.metricbert.losses import InBatchLoss, build_loss, embedding_spread
@@ -158,29 +153,13 @@ class MetricBertTrainer(CatalogTrainer):
             max_length=args.max_length,
             mlm_probability=args.mlm_probability,
             seed=args.seed,
-            description_view_words=args.description_view_words,
-            description_view_partner=args.description_view_partner,
         )
-
-    @property
-    def encoded_slots(self) -> tuple[str, ...]:
-        """The batch slots the student encodes: the item's pair, then its description views when
-        ``description_view_words`` adds them."""
-        if not self.args.description_view_words:
-            return self.batch_fields
-        return self.batch_fields + self._view_slots
-
-    @property
-    def _view_slots(self) -> tuple[str, ...]:
-        if ViewPartner(self.args.description_view_partner) is ViewPartner.VIEW:
-            return (DESCRIPTION_VIEW, SECOND_DESCRIPTION_VIEW)
-        return (DESCRIPTION_VIEW,)
 
     def compute_loss(self, model, inputs, return_outputs: bool = False, num_items_in_batch=None):
         args: MetricBertConfig = self.args
         outputs = model(
             metric_batch=inputs,
-            fields=self.encoded_slots,
+            fields=self.batch_fields,
             pooling_input=args.pooling_input,
             length_groups=length_groups_on(args.device, args.length_groups),
         )
@@ -237,11 +216,6 @@ class MetricBertTrainer(CatalogTrainer):
             terms["teacher"] = args.teacher_weight * teacher_loss
             loss = loss + terms["teacher"]
             statistics["teacher_loss"] = teacher_loss.detach()
-        if args.description_view_words:
-            view_loss = self._view_term(inputs, embeddings, guide_vectors, shard)
-            terms["view"] = args.description_view_weight * view_loss
-            loss = loss + terms["view"]
-            statistics["view_loss"] = view_loss.detach()
         if guide_vectors is not None and len(metric.anchor_index):
             statistics["guide_negative_closer_rate"] = self.guide.negative_closer_rate(
                 guide_vectors, metric.anchor_index, metric.positive_index, metric.negative_index
@@ -254,21 +228,6 @@ class MetricBertTrainer(CatalogTrainer):
             statistics.update({f"grad_norm_{name}": norm for name, norm in norms.items()})
         self.record(statistics)
         return (loss, outputs) if return_outputs else loss
-
-    def _view_term(self, inputs, embeddings, guide_vectors, shard) -> torch.Tensor:
-        """The metric objective over the pairs (description view, its partner): its formula, mining
-        and false-negative filter, with the guide's vectors of both (the partner's looked up with
-        the descriptions' when it is the whole description)."""
-        views, partners = embeddings[2], embeddings[3] if len(self._view_slots) == 2 else embeddings[1]
-        view_guide_vectors = None
-        if guide_vectors is not None:
-            slots = len(self._view_slots)
-            with self.accelerator.autocast():
-                local = self.guide.embed(inputs, self._view_slots).float()
-            if shard is not None:
-                local = gather_with_grad(local.view(slots, -1, local.shape[-1]), dim=1)[0].flatten(0, 1)
-            view_guide_vectors = local if slots == 2 else torch.cat([local, guide_vectors[len(views) :]])
-        return self.metric_loss(views, partners, shard=shard, guide_vectors=view_guide_vectors).loss
 
     def _teacher_term(self, inputs, titles, descriptions, guide_vectors, shard) -> torch.Tensor:
         """``losses.teacher``'s term: the batch's TF-IDF distances from its unmasked token ids
@@ -465,11 +424,10 @@ class MetricBertTrainer(CatalogTrainer):
     def objective_card_section(self) -> str:
         distill = " + distill_weight * L_distill" if self.args.distill_weight > 0 else ""
         teacher = " + teacher_weight * L_teacher" if self.args.teacher_weight > 0 else ""
-        view = " + description_view_weight * L_view" if self.args.description_view_words else ""
         section = (
             "## MetricBERT objective\n\n"
-            f"`L = mlm_weight * L_MLM + triplet_weight * L_{self.metric_loss.name}{distill}{teacher}{view}`, "
-            "with:\n\n" + self.config_block({**self.args.loss_config(), **self.metric_loss.get_config_dict()})
+            f"`L = mlm_weight * L_MLM + triplet_weight * L_{self.metric_loss.name}{distill}{teacher}`, with:\n\n"
+            + self.config_block({**self.args.loss_config(), **self.metric_loss.get_config_dict()})
         )
         if self.mlm_head_warmup is not None:
             warmup = self.mlm_head_warmup

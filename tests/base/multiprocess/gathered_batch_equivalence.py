@@ -37,17 +37,6 @@ CASES = [
         [5, 3],
         dict(distill_weight=1.0, false_negative_filter=True, guide_embedding_cache=True),
     ),
-    # A third slot, each item's description view, mined across processes by a second metric term.
-    (
-        "triplet_views_distill_uneven",
-        [5, 3],
-        dict(description_view_words=6, distill_weight=1.0, false_negative_filter=True),
-    ),
-    (
-        "triplet_view_pairs",
-        [4, 4],
-        dict(description_view_words=6, description_view_partner="view", false_negative_filter=True),
-    ),
     ("mnrl", [4, 4], dict(objective="mnrl", false_negative_filter=False)),
     ("contrastive_semi_hard", [4, 4], dict(objective="contrastive", mining="semi_hard")),
     (
@@ -84,12 +73,7 @@ def run_case(model_path: str, catalog, rows_per_process: list[int], settings: di
     rank, total = accelerator.process_index, sum(rows_per_process)
     torch.manual_seed(0)
     items = catalog.dataset.select(range(total))
-    collator = MetricBertCollator(
-        reference.processing_class,
-        mlm_probability=reference.args.mlm_probability,
-        description_view_words=reference.args.description_view_words,
-        description_view_partner=reference.args.description_view_partner,
-    )
+    collator = MetricBertCollator(reference.processing_class, mlm_probability=reference.args.mlm_probability)
     batch = collator(list(items))
     if settings.get("guide_embedding_cache"):
         # As the trainer does before its first step: every process, the same texts, a share each.
