@@ -60,6 +60,8 @@ from metricbert_trainer.metricbert.neighbourhood_batches import EXACT, check_fai
             "teacher_weight",
             "teacher_tfidf_weight",
             "teacher_temperature",
+            "teacher_encoder",
+            "teacher_encoder_cache",
         ),
         "The MLM term": (
             "mlm_head_warmup_steps",
@@ -283,6 +285,23 @@ class MetricBertConfig(CatalogTrainerConfig):
         default=0.5,
         metadata={"help": "Temperature of the teacher term's softmaxes over standardised distances."},
     )
+    teacher_encoder: str | None = field(
+        default=None,
+        metadata={
+            "help": "A second frozen sentence encoder (a folder or Hub id, any tokenizer and width) whose Metric_Inf "
+            "joins the frozen start's in the teacher, the two standardised rankings averaged "
+            "(metricbert/teacher_encoder.py); it encodes every catalog text once before training. Needs "
+            "teacher_weight > 0."
+        },
+    )
+    teacher_encoder_cache: str | None = field(
+        default=None,
+        metadata={
+            "help": "An .npz that keeps teacher_encoder's vectors between runs, filed by text under a fingerprint of "
+            "the encoder and max_length: runs over the same texts encode them once (it only ever replaces such a "
+            "cache)."
+        },
+    )
     mlm_head_warmup_steps: int = field(
         default=0,
         metadata={
@@ -379,6 +398,14 @@ class MetricBertConfig(CatalogTrainerConfig):
             )
         if self.batch_neighbourhood_size and self.neighbourhood_index != EXACT:
             check_faiss_index(self.neighbourhood_index, self.neighbourhood_search_parameters)
+        if (self.teacher_encoder or self.teacher_encoder_cache) and self.teacher_weight == 0:
+            raise ValueError(
+                "teacher_encoder and teacher_encoder_cache serve the teacher term: set teacher_weight > 0."
+            )
+        if self.teacher_encoder_cache and not self.teacher_encoder:
+            raise ValueError(
+                "teacher_encoder_cache keeps teacher_encoder's vectors: name the teacher_encoder too."
+            )
         if self.log_gradient_norms and self.gradient_checkpointing:
             raise ValueError(
                 "log_gradient_norms takes each term's gradient on its own, which gradient checkpointing cannot "
@@ -423,6 +450,8 @@ class MetricBertConfig(CatalogTrainerConfig):
             "teacher_weight": self.teacher_weight,
             "teacher_tfidf_weight": self.teacher_tfidf_weight,
             "teacher_temperature": self.teacher_temperature,
+            # Named only when there is one: the cards of runs without a second encoder stay as they were.
+            **({"teacher_encoder": self.teacher_encoder} if self.teacher_encoder else {}),
             "pooling_input": self.pooling_input.value,
             "false_negative_filter": self.false_negative_filter,
             "false_negative_margin": self.false_negative_margin,

@@ -45,7 +45,7 @@ def token_key(token_ids: Sequence[int] | torch.Tensor) -> bytes:
     return hashlib.blake2b(ids.tobytes(), digest_size=16).digest()
 
 
-def _token_keys(tokenizer: PreTrainedTokenizerBase, texts: Sequence[str], max_length: int) -> Iterator[bytes]:
+def token_keys(tokenizer: PreTrainedTokenizerBase, texts: Sequence[str], max_length: int) -> Iterator[bytes]:
     """Each text's ``token_key`` as the collator tokenizes it, ``KEYING_CHUNK`` texts at a time."""
     for start in range(0, len(texts), KEYING_CHUNK):
         chunk = tokenizer(list(texts[start : start + KEYING_CHUNK]), truncation=True, max_length=max_length)
@@ -98,7 +98,7 @@ class StartingModelGuide:
                 show_progress=show_progress,
                 across_processes=True,
             )
-        self._cached_rows = {key: row for row, key in enumerate(_token_keys(tokenizer, unique, max_length))}
+        self._cached_rows = {key: row for row, key in enumerate(token_keys(tokenizer, unique, max_length))}
         self._cached_vectors = torch.from_numpy(vectors)
 
     @property
@@ -112,7 +112,7 @@ class StartingModelGuide:
         """[len(texts), H]: the cached vectors of ``texts``, every one cached by ``cache_embeddings``."""
         if self._cached_vectors is None:
             raise ValueError("The guide holds no cache: call cache_embeddings first.")
-        rows = [self._cached_rows[key] for key in _token_keys(tokenizer, texts, max_length)]
+        rows = [self._cached_rows[key] for key in token_keys(tokenizer, texts, max_length)]
         return self._cached_vectors[rows]
 
     @torch.no_grad()

@@ -34,6 +34,7 @@ from metricbert_trainer.metricbert.neighbourhood_batches import (
     item_vectors,
     nearest_neighbours,
 )
+from metricbert_trainer.metricbert.teacher_encoder import TeacherEncoder
 from metricbert_trainer.metricbert.token_tfidf import TokenTfidf
 from metricbert_trainer.metricbert.word_prior import word_piece_log_prior
 from metricbert_trainer.publishing.model_card import CardMethod
@@ -110,6 +111,7 @@ class MetricBertTrainer(CatalogTrainer):
         self.metric_loss = loss
         self.mlm_head_warmup: MlmHeadWarmup | None = None
         self.token_tfidf: TokenTfidf | None = None
+        self.teacher_encoder: TeacherEncoder | None = None
         self.neighbourhood_sampler: NeighbourhoodSampler | None = None
         super().__init__(model, args, *positional, **kwargs)
         if self.args.batch_neighbourhood_size and self.guide is None:
@@ -238,6 +240,13 @@ class MetricBertTrainer(CatalogTrainer):
             vectors = self.token_tfidf.vectors(name, field["input_ids"], field["attention_mask"])
             tfidf.append(gather_with_grad(vectors, dim=0)[0] if shard is not None else vectors)
         tfidf_distances = sum(1.0 - vectors @ vectors.T for vectors in tfidf)
+        encoder_vectors = None
+        if self.teacher_encoder is not None:
+            encoder_vectors = self.teacher_encoder.vectors(inputs, self.batch_fields)
+            if shard is not None:
+                # [titles; descriptions] of this process -> the same layout over the global batch.
+                local = encoder_vectors.view(2, -1, encoder_vectors.shape[-1])
+                encoder_vectors = gather_with_grad(local, dim=1)[0].flatten(0, 1)
         return hybrid_teacher_distillation(
             titles,
             descriptions,
@@ -247,6 +256,7 @@ class MetricBertTrainer(CatalogTrainer):
             temperature=self.args.teacher_temperature,
             distance=self.args.distance,
             shard=shard,
+            encoder_vectors=encoder_vectors,
         )
 
     @property
@@ -267,9 +277,29 @@ class MetricBertTrainer(CatalogTrainer):
             self.neighbourhood_sampler = self._build_neighbourhood_sampler()
         if self.args.teacher_weight > 0 and self.token_tfidf is None:
             self.token_tfidf = self._fit_token_tfidf()
+        if self.args.teacher_encoder and self.teacher_encoder is None:
+            self.teacher_encoder = self._encode_with_teacher_encoder()
         if self.args.mlm_head_warmup_steps and not resuming:
             self.mlm_head_warmup = self._warm_up_mlm_head()
         return super().train(resume_from_checkpoint=resume_from_checkpoint, trial=trial, **kwargs)
+
+    def _encode_with_teacher_encoder(self) -> TeacherEncoder:
+        """``teacher_encoder`` loaded and its vectors of every catalog text encoded (or read from
+        ``teacher_encoder_cache``), at the run's ``max_length``."""
+        started = time.perf_counter()
+        teacher = TeacherEncoder(self.args.teacher_encoder)
+        logger.info("Teacher encoder %s: encoding the catalog's texts.", self.args.teacher_encoder)
+        teacher.encode_catalog_texts(
+            self.processing_class,
+            [text for name in self.fields for text in self._field_texts(name)],
+            max_length=self.args.max_length,
+            device=self.args.device,
+            batch_size=self.args.per_device_train_batch_size,
+            cache_path=self.args.teacher_encoder_cache,
+            show_progress=self._shows_progress(),
+        )
+        logger.info("Teacher encoder ready in %.1f s.", time.perf_counter() - started)
+        return teacher
 
     def _warm_up_mlm_head(self) -> MlmHeadWarmup:
         """``mlm_warmup.warm_up_mlm_head`` with the run's settings; its time includes counting the

@@ -102,7 +102,7 @@ def test_every_loss_option_is_reachable_from_the_yaml_config(tmp_path):
         "mlm_head_warmup_steps: 50\nmlm_weight_ramp_steps: 10\ndistill_weight: 2.0\ndistill_temperature: 0.1\n"
         "distill_within_field: true\ndistill_weighting: guide_confidence\ndistill_confidence_power: 3.0\n"
         "teacher_weight: 0.5\nteacher_tfidf_weight: 0.3\nteacher_temperature: 0.25\n"
-        "batch_neighbourhood_size: 4\n",
+        "teacher_encoder: encoders/all-mpnet-base-v2\nbatch_neighbourhood_size: 4\n",
     )
     _, _, training = parse_recipe_args(TYPES, ["--config", config])
     assert {**build_loss(training).get_config_dict(), **training.loss_config()} == {
@@ -131,6 +131,7 @@ def test_every_loss_option_is_reachable_from_the_yaml_config(tmp_path):
         "teacher_weight": 0.5,
         "teacher_tfidf_weight": 0.3,
         "teacher_temperature": 0.25,
+        "teacher_encoder": "encoders/all-mpnet-base-v2",
         "batch_neighbourhood_size": 4,
     }
     # The remaining objectives' own settings, and a CLI flag over the YAML value.

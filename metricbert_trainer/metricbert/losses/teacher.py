@@ -17,6 +17,10 @@ standardisation of row ``i`` over the other items of the batch (a row without sp
 zeros, as in the hybrid ranking). Standardising the student's row as well makes the target free
 of the student's scale: only the order and the gaps between the other items are taught, which is
 all a ranking reads.
+
+With a second frozen encoder (``teacher_encoder``), the encoders' share of ``D_T`` is the mean of
+``z(Metric_Inf of the start)`` and ``z(Metric_Inf of that encoder)``: an ensemble, the one way to a
+teacher stronger than the start that adds no label.
 """
 
 from __future__ import annotations
@@ -58,12 +62,14 @@ def hybrid_teacher_distillation(
     temperature: float,
     distance: Distance | str = Distance.ANGULAR,
     shard: ProcessShard | None = None,
+    encoder_vectors: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """``L_teacher`` over a batch of items: ``titles`` and ``descriptions`` from the model in
     training (``[B, H]`` each), ``guide_vectors`` the frozen start's ``[titles; descriptions]``
     (``[2B, H]``) and ``tfidf_distances`` the items' TF-IDF distances (``[B, B]``, per field
     summed). With ``shard`` (a batch gathered from every process) only this process's items
-    anchor, and the result is its share of the global mean."""
+    anchor, and the result is its share of the global mean. ``encoder_vectors``: a second frozen
+    encoder's ``[titles; descriptions]`` (``[2B, H']``), averaged with the start in the teacher."""
     if temperature <= 0:
         raise ValueError(f"temperature must be > 0; got {temperature}.")
     if not 0 <= tfidf_weight <= 1:
@@ -77,8 +83,12 @@ def hybrid_teacher_distillation(
         return share_of_global_mean(titles.sum() * 0.0, 0, shard)
     left_out = F.one_hot(rows, items).bool()
     with torch.no_grad():
-        start = item_distances(guide_vectors[:items], guide_vectors[items:], rows, distance)
-        teacher = (1 - tfidf_weight) * standardised_rows(start, left_out) + tfidf_weight * standardised_rows(
+        encoders = [guide_vectors] if encoder_vectors is None else [guide_vectors, encoder_vectors]
+        ensemble = sum(
+            standardised_rows(item_distances(vectors[:items], vectors[items:], rows, distance), left_out)
+            for vectors in encoders
+        ) / len(encoders)
+        teacher = (1 - tfidf_weight) * ensemble + tfidf_weight * standardised_rows(
             tfidf_distances[rows], left_out
         )
         target = F.softmax((-teacher / temperature).masked_fill(left_out, float("-inf")), dim=-1)
