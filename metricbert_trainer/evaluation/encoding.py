@@ -270,20 +270,25 @@ def _read_cache(path: Path, fingerprint: str, names: list[str]) -> dict[str, np.
 
 
 def _write_cache(path: Path, fingerprint: str, embeddings: dict[str, np.ndarray]) -> None:
+    write_npz_whole(
+        path,
+        fingerprint=np.array(fingerprint),
+        **{f"view:{name}": matrix for name, matrix in embeddings.items()},
+    )
+    logger.info("Wrote catalog embeddings to %s.", path)
+
+
+def write_npz_whole(path: Path, **arrays: np.ndarray) -> None:
+    """``np.savez(path, **arrays)``, written beside and renamed, so an interrupted run never leaves
+    a truncated archive behind, and a full disk no half-written one."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    # Write beside and rename, so an interrupted run never leaves a truncated cache behind.
     partial = path.with_name(path.name + ".partial.npz")
     try:
-        np.savez(
-            partial,
-            fingerprint=np.array(fingerprint),
-            **{f"view:{name}": matrix for name, matrix in embeddings.items()},
-        )
+        np.savez(partial, **arrays)
         partial.replace(path)
     except OSError:
-        partial.unlink(missing_ok=True)  # a full disk leaves no half-written archive behind
+        partial.unlink(missing_ok=True)
         raise
-    logger.info("Wrote catalog embeddings to %s.", path)
 
 
 # Inference precisions: "auto" is bf16 (fp16 where unsupported) on CUDA and fp32 elsewhere; "bf16"

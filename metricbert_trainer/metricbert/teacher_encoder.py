@@ -27,7 +27,7 @@ from transformers import AutoModel, AutoTokenizer, PreTrainedTokenizerBase
 
 from metricbert_trainer.base.collator import field_inputs, unmasked
 from metricbert_trainer.base.distributed import world_size
-from metricbert_trainer.evaluation.encoding import embedding_fingerprint, encode_texts
+from metricbert_trainer.evaluation.encoding import embedding_fingerprint, encode_texts, write_npz_whole
 from metricbert_trainer.metricbert.guide import token_key, token_keys
 
 logger = logging.getLogger(__name__)
@@ -144,15 +144,11 @@ def _read_cache(path: Path, fingerprint: str) -> dict[bytes, np.ndarray]:
 
 
 def _write_cache(path: Path, fingerprint: str, vectors: dict[bytes, np.ndarray]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    # Written beside and renamed, so that an interrupted run leaves no truncated cache behind.
-    partial = path.with_name(path.name + ".partial.npz")
-    np.savez(
-        partial,
+    write_npz_whole(
+        path,
         format=np.array(CACHE_FORMAT),
         fingerprint=np.array(fingerprint),
         # Raw bytes as rows of uint8: a bytes array ("S16") would drop a digest's trailing zero bytes.
         digests=np.frombuffer(b"".join(vectors), dtype=np.uint8).reshape(len(vectors), -1),
         vectors=np.stack(list(vectors.values())),
     )
-    partial.replace(path)

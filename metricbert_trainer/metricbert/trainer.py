@@ -42,6 +42,13 @@ from metricbert_trainer.publishing.model_card import CardMethod
 logger = logging.getLogger(__name__)
 
 
+def gather_field_major(vectors: torch.Tensor) -> torch.Tensor:
+    """A frozen model's ``[titles; descriptions]`` of this process's items, gathered into the same
+    layout over every process's items (the layout the gathered student embeddings have)."""
+    local = vectors.view(2, -1, vectors.shape[-1])
+    return gather_with_grad(local, dim=1)[0].flatten(0, 1)
+
+
 class MetricBertTrainer(CatalogTrainer):
     """Trains an ``AutoModelForMaskedLM`` with ``L = mlm_weight * L_MLM + triplet_weight * L_T``.
 
@@ -175,9 +182,7 @@ class MetricBertTrainer(CatalogTrainer):
             with self.accelerator.autocast():
                 guide_vectors = self.guide.embed(inputs, self.batch_fields).float()
             if shard is not None:
-                # [titles; descriptions] of this process -> the same layout over the global batch.
-                local = guide_vectors.view(2, -1, guide_vectors.shape[-1])
-                guide_vectors = gather_with_grad(local, dim=1)[0].flatten(0, 1)
+                guide_vectors = gather_field_major(guide_vectors)
         metric = self.metric_loss(titles, descriptions, shard=shard, guide_vectors=guide_vectors)
         terms = {self.metric_loss.name: args.triplet_weight * metric.loss}
         loss = terms[self.metric_loss.name]
@@ -244,9 +249,7 @@ class MetricBertTrainer(CatalogTrainer):
         if self.teacher_encoder is not None:
             encoder_vectors = self.teacher_encoder.vectors(inputs, self.batch_fields)
             if shard is not None:
-                # [titles; descriptions] of this process -> the same layout over the global batch.
-                local = encoder_vectors.view(2, -1, encoder_vectors.shape[-1])
-                encoder_vectors = gather_with_grad(local, dim=1)[0].flatten(0, 1)
+                encoder_vectors = gather_field_major(encoder_vectors)
         return hybrid_teacher_distillation(
             titles,
             descriptions,
