@@ -58,6 +58,31 @@ def tiny_model_path(tmp_path_factory, tokenizer) -> str:
     return str(path)
 
 
+def save_wide_encoder(path, tokenizer, seed: int) -> str:
+    """A tiny bare BERT encoder, wider than the tiny students (48 against 32), with its tokenizer:
+    a second encoder for the teacher (``teacher_encoder``) whose vectors are not the student's."""
+    import torch
+    from transformers import BertConfig, BertModel
+
+    torch.manual_seed(seed)
+    config = BertConfig(
+        vocab_size=tokenizer.vocab_size,
+        hidden_size=48,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=128,
+    )
+    BertModel(config).save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return str(path)
+
+
+@pytest.fixture(scope="session")
+def wide_encoder_path(tmp_path_factory, tokenizer) -> str:
+    return save_wide_encoder(tmp_path_factory.mktemp("wide-encoder"), tokenizer, seed=7)
+
+
 @pytest.fixture
 def transformers_caplog(caplog):
     """``caplog`` that also records transformers' messages (load reports among them): the library's

@@ -128,7 +128,9 @@ def ddp_run(tmp_path_factory, tiny_model_path) -> Path:
     return output_dir
 
 
-def test_cross_device_mining_trains_like_one_process_on_the_whole_batch(tmp_path, tiny_model_path):
+def test_cross_device_mining_trains_like_one_process_on_the_whole_batch(
+    tmp_path, tiny_model_path, wide_encoder_path
+):
     output = tmp_path / "equivalence.json"
     launch(
         "cpu.yaml",
@@ -136,12 +138,15 @@ def test_cross_device_mining_trains_like_one_process_on_the_whole_batch(tmp_path
         tiny_model_path,
         str(WINES_CSV),
         str(output),
+        wide_encoder_path,
     )
     results = json.loads(output.read_text())
     assert results.pop("world_size") == 2
     control = results.pop("local_mining")
     # 8 items' titles and descriptions, encoded half by each process and gathered by both.
     assert results["triplet_distill_guide_cache"]["guide_cached_texts"] == 16
+    # The teacher's second encoder: vectors each process looked up for its own rows, gathered.
+    assert "triplet_teacher_encoder" in results
     for name, case in results.items():
         assert case["mean_loss"] == pytest.approx(case["reference_loss"], rel=1e-5), name
         assert case["max_gradient_difference"] <= 1e-4 * case["gradient_scale"], name

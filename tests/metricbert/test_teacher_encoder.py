@@ -9,8 +9,7 @@ import logging
 import numpy as np
 import pytest
 import torch
-from conftest import tiny_metricbert_trainer
-from transformers import BertConfig, BertModel
+from conftest import save_wide_encoder, tiny_metricbert_trainer
 
 from metricbert_trainer.data.catalog import load_catalog
 from metricbert_trainer.evaluation.encoding import encode_texts
@@ -27,35 +26,14 @@ def wine_items(wines_csv):
     return load_catalog(wines_csv).dataset.select(range(40))
 
 
-def _save_encoder(path, tokenizer, seed: int) -> str:
-    """A tiny bare BERT encoder, wider than the student (48 against 32), with its tokenizer."""
-    torch.manual_seed(seed)
-    config = BertConfig(
-        vocab_size=tokenizer.vocab_size,
-        hidden_size=48,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        intermediate_size=64,
-        max_position_embeddings=128,
-    )
-    BertModel(config).save_pretrained(path)
-    tokenizer.save_pretrained(path)
-    return str(path)
-
-
-@pytest.fixture(scope="module")
-def teacher_path(tmp_path_factory, tokenizer) -> str:
-    return _save_encoder(tmp_path_factory.mktemp("teacher"), tokenizer, seed=7)
-
-
 def _texts(items) -> list[str]:
     return [str(text) for name in ("title", "description") for text in items[name]]
 
 
 def test_a_masked_batch_reads_the_encoders_own_vectors_of_its_whole_texts(
-    teacher_path, tokenizer, wine_items
+    wide_encoder_path, tokenizer, wine_items
 ):
-    teacher = TeacherEncoder(teacher_path)
+    teacher = TeacherEncoder(wide_encoder_path)
     teacher.encode_catalog_texts(
         tokenizer, _texts(wine_items), max_length=MAX_LENGTH, device=torch.device("cpu")
     )
@@ -73,28 +51,28 @@ def test_a_masked_batch_reads_the_encoders_own_vectors_of_its_whole_texts(
 
 
 def test_the_cache_is_reused_extended_and_kept_apart_from_another_encoders(
-    tmp_path, teacher_path, tokenizer, wine_items, caplog
+    tmp_path, wide_encoder_path, tokenizer, wine_items, caplog
 ):
     cache = tmp_path / "teacher.npz"
     texts = _texts(wine_items)
     unique, first_share = len(set(texts)), len(set(texts[:30]))
     cpu = torch.device("cpu")
     with caplog.at_level(logging.INFO, logger="metricbert_trainer.metricbert.teacher_encoder"):
-        first = TeacherEncoder(teacher_path)
+        first = TeacherEncoder(wide_encoder_path)
         first.encode_catalog_texts(tokenizer, texts[:30], max_length=MAX_LENGTH, device=cpu, cache_path=cache)
-        second = TeacherEncoder(teacher_path)
+        second = TeacherEncoder(wide_encoder_path)
         second.encode_catalog_texts(tokenizer, texts, max_length=MAX_LENGTH, device=cpu, cache_path=cache)
         assert (
             f"{unique} texts, {first_share} read from its cache, {unique - first_share} encoded"
             in caplog.text
         )
 
-        other = TeacherEncoder(_save_encoder(tmp_path / "other", tokenizer, seed=8))
+        other = TeacherEncoder(save_wide_encoder(tmp_path / "other", tokenizer, seed=8))
         caplog.clear()
         other.encode_catalog_texts(tokenizer, texts, max_length=MAX_LENGTH, device=cpu, cache_path=cache)
         assert f"{unique} texts, 0 read from its cache, {unique} encoded" in caplog.text
     # The cache now holds the other encoder's vectors: the first one's are encoded anew, and equal.
-    again = TeacherEncoder(teacher_path)
+    again = TeacherEncoder(wide_encoder_path)
     again.encode_catalog_texts(tokenizer, texts, max_length=MAX_LENGTH, device=cpu, cache_path=cache)
     np.testing.assert_allclose(again._vectors.numpy(), second._vectors.numpy(), atol=1e-6)
 
@@ -127,7 +105,7 @@ def test_the_teacher_averages_the_second_encoders_standardised_ranking_with_the_
 
 
 def test_a_run_with_a_teacher_encoder_trains_on_its_cache(
-    tmp_path, tiny_model_path, teacher_path, tokenizer, wine_items
+    tmp_path, tiny_model_path, wide_encoder_path, tokenizer, wine_items
 ):
     cache = tmp_path / "teacher.npz"
     trainer = tiny_metricbert_trainer(
@@ -136,7 +114,7 @@ def test_a_run_with_a_teacher_encoder_trains_on_its_cache(
         tokenizer,
         wine_items,
         teacher_weight=1.0,
-        teacher_encoder=teacher_path,
+        teacher_encoder=wide_encoder_path,
         teacher_encoder_cache=str(cache),
         max_length=MAX_LENGTH,
         disable_tqdm=True,

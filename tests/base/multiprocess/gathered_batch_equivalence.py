@@ -8,6 +8,7 @@ loss and gradients' distance to the processes' mean loss and DDP-averaged gradie
 ``test_distributed.py`` to check.
 
 Usage: accelerate launch --config_file accelerate_configs/cpu.yaml THIS_FILE MODEL_PATH CATALOG OUTPUT_JSON
+    TEACHER_ENCODER_PATH  (a second encoder for the hybrid teacher's case)
 """
 
 from __future__ import annotations
@@ -48,7 +49,20 @@ CASES = [
 ]
 
 
-def build(model_path: str, output_dir: str, settings: dict) -> MetricBertTrainer:
+def teacher_case(teacher_encoder_path: str) -> tuple[str, list[int], dict]:
+    """The hybrid teacher with a second encoder: each process looks up its own rows' vectors,
+    which must be gathered in the order of the whole batch's."""
+    # One max_length for the collator, the TF-IDF and the encoder's keys, as a run resolves it.
+    settings = dict(
+        teacher_weight=1.0,
+        false_negative_filter=True,
+        teacher_encoder=teacher_encoder_path,
+        max_length=MetricBertCollator.max_length,
+    )
+    return ("triplet_teacher_encoder", [5, 3], settings)
+
+
+def build(model_path: str, output_dir: str, settings: dict, items) -> MetricBertTrainer:
     # No dropout: the two computations must see the same function.
     model = BertForMaskedLM.from_pretrained(
         model_path, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0
@@ -56,7 +70,10 @@ def build(model_path: str, output_dir: str, settings: dict) -> MetricBertTrainer
     # fp32 (no CPU bf16 autocast): the comparison is to float32 rounding.
     args = MetricBertConfig(output_dir=output_dir, report_to="none", use_cpu=True, cpu_bf16=False, **settings)
     return MetricBertTrainer(
-        model=model, args=args, processing_class=AutoTokenizer.from_pretrained(model_path)
+        model=model,
+        args=args,
+        processing_class=AutoTokenizer.from_pretrained(model_path),
+        train_dataset=items,
     )
 
 
@@ -65,14 +82,22 @@ def gradients(model: torch.nn.Module) -> torch.Tensor:
 
 
 def run_case(model_path: str, catalog, rows_per_process: list[int], settings: dict) -> dict[str, float]:
+    total = sum(rows_per_process)
+    items = catalog.dataset.select(range(total))
     with tempfile.TemporaryDirectory() as output_dir:
         # The reference computes on the whole batch as a lone process would: nothing to gather.
-        reference = build(model_path, output_dir, {**settings, "gather_across_devices": False})
-        sharded = build(model_path, output_dir, settings)
+        reference = build(model_path, output_dir, {**settings, "gather_across_devices": False}, items)
+        sharded = build(model_path, output_dir, settings, items)
     accelerator = sharded.accelerator
-    rank, total = accelerator.process_index, sum(rows_per_process)
+    rank = accelerator.process_index
+    if settings.get("teacher_weight"):
+        # What train() prepares before its first step: the teacher's TF-IDF, and the second encoder's
+        # vectors of every text, each process encoding a share; the reference reads the same vectors.
+        for trainer in (reference, sharded):
+            trainer.token_tfidf = trainer._fit_token_tfidf()
+        sharded.teacher_encoder = sharded._encode_with_teacher_encoder()
+        reference.teacher_encoder = sharded.teacher_encoder
     torch.manual_seed(0)
-    items = catalog.dataset.select(range(total))
     collator = MetricBertCollator(reference.processing_class, mlm_probability=reference.args.mlm_probability)
     batch = collator(list(items))
     if settings.get("guide_embedding_cache"):
@@ -109,9 +134,10 @@ def run_case(model_path: str, catalog, rows_per_process: list[int], settings: di
     }
 
 
-def main(model_path: str, catalog_path: str, output_path: str) -> None:
+def main(model_path: str, catalog_path: str, output_path: str, teacher_encoder_path: str) -> None:
     catalog = load_catalog(catalog_path)
-    results = {name: run_case(model_path, catalog, rows, settings) for name, rows, settings in CASES}
+    cases = [*CASES, teacher_case(teacher_encoder_path)]
+    results = {name: run_case(model_path, catalog, rows, settings) for name, rows, settings in cases}
     if torch.distributed.get_rank() == 0:
         results["world_size"] = torch.distributed.get_world_size()
         with open(output_path, "w", encoding="utf-8") as handle:
