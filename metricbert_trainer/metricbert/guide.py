@@ -45,6 +45,15 @@ def token_key(token_ids: Sequence[int] | torch.Tensor) -> bytes:
     return hashlib.blake2b(ids.tobytes(), digest_size=16).digest()
 
 
+def batch_token_keys(inputs: dict[str, torch.Tensor]) -> list[bytes]:
+    """Each row's ``token_key`` over its attended tokens: how a padded batch of unmasked inputs
+    finds its texts among the keys ``token_keys`` filed."""
+    return [
+        token_key(ids[mask.bool()])
+        for ids, mask in zip(inputs["input_ids"].cpu(), inputs["attention_mask"].cpu(), strict=True)
+    ]
+
+
 def token_keys(tokenizer: PreTrainedTokenizerBase, texts: Sequence[str], max_length: int) -> Iterator[bytes]:
     """Each text's ``token_key`` as the collator tokenizes it, ``KEYING_CHUNK`` texts at a time."""
     for start in range(0, len(texts), KEYING_CHUNK):
@@ -125,11 +134,7 @@ class StartingModelGuide:
         """One field's vectors: looked up where the cache holds the text, encoded where not."""
         if self._cached_vectors is None:
             return self._encode(inputs)
-        keys = [
-            token_key(ids[mask.bool()])
-            for ids, mask in zip(inputs["input_ids"].cpu(), inputs["attention_mask"].cpu(), strict=True)
-        ]
-        rows = [self._cached_rows.get(key) for key in keys]
+        rows = [self._cached_rows.get(key) for key in batch_token_keys(inputs)]
         missing = [position for position, row in enumerate(rows) if row is None]
         if not missing:
             return self._cached_vectors[rows].to(inputs["input_ids"].device)

@@ -28,7 +28,7 @@ from transformers import AutoModel, AutoTokenizer, PreTrainedTokenizerBase
 from metricbert_trainer.base.collator import field_inputs, unmasked
 from metricbert_trainer.base.distributed import world_size
 from metricbert_trainer.evaluation.encoding import embedding_fingerprint, encode_texts, write_npz_whole
-from metricbert_trainer.metricbert.guide import token_key, token_keys
+from metricbert_trainer.metricbert.guide import batch_token_keys, token_keys
 
 logger = logging.getLogger(__name__)
 
@@ -109,17 +109,13 @@ class TeacherEncoder:
         """Element vectors, field-major ([titles; descriptions]), of the batch's unmasked texts."""
         if self._vectors is None:
             raise ValueError("The teacher encoder holds no vectors: call encode_catalog_texts first.")
-        rows = []
-        for name in fields:
-            inputs = unmasked(field_inputs(batch, name))
-            for ids, mask in zip(inputs["input_ids"].cpu(), inputs["attention_mask"].cpu(), strict=True):
-                row = self._rows.get(token_key(ids[mask.bool()]))
-                if row is None:
-                    raise KeyError(
-                        "A batch text is not among the texts the teacher encoder encoded before training "
-                        "(it encodes the training catalog's)."
-                    )
-                rows.append(row)
+        keys = [key for name in fields for key in batch_token_keys(unmasked(field_inputs(batch, name)))]
+        rows = [self._rows.get(key) for key in keys]
+        if None in rows:
+            raise KeyError(
+                "A batch text is not among the texts the teacher encoder encoded before training "
+                "(it encodes the training catalog's)."
+            )
         return self._vectors[rows].to(batch[f"{fields[0]}_input_ids"].device)
 
 
