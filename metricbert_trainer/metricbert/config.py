@@ -62,6 +62,8 @@ from metricbert_trainer.metricbert.neighbourhood_batches import EXACT, check_fai
             "teacher_temperature",
             "teacher_encoder",
             "teacher_encoder_cache",
+            "teacher_shared_neighbours",
+            "teacher_shared_neighbour_weight",
         ),
         "The MLM term": (
             "mlm_head_warmup_steps",
@@ -302,6 +304,22 @@ class MetricBertConfig(CatalogTrainerConfig):
             "cache)."
         },
     )
+    teacher_shared_neighbours: int = field(
+        default=0,
+        metadata={
+            "help": "With k > 0 the teacher also counts shared neighbours: each catalog item's k nearest items under "
+            "the teacher's ranking of the whole catalog are listed once before training, and two batch items are "
+            "the closer for the teacher the more of them they share (metricbert/shared_neighbours.py; N^2 work "
+            "over the catalog). Needs teacher_weight > 0 and a two-field catalog. 0 leaves it out."
+        },
+    )
+    teacher_shared_neighbour_weight: float = field(
+        default=0.5,
+        metadata={
+            "help": "The shared neighbours' weight in the teacher's distances, against 1 minus it for the fused "
+            "encoder and TF-IDF ranking (both standardised over the batch)."
+        },
+    )
     mlm_head_warmup_steps: int = field(
         default=0,
         metadata={
@@ -372,6 +390,8 @@ class MetricBertConfig(CatalogTrainerConfig):
         "teacher_weight": at_least(0),
         "teacher_tfidf_weight": within(0, 1),
         "teacher_temperature": above(0),
+        "teacher_shared_neighbours": at_least(0),
+        "teacher_shared_neighbour_weight": within(0, 1),
         "false_negative_margin": within(0, 1, high_open=True),
         "distill_confidence_power": above(0),
         "distill_temperature": above(0),
@@ -402,6 +422,8 @@ class MetricBertConfig(CatalogTrainerConfig):
             raise ValueError(
                 "teacher_encoder and teacher_encoder_cache serve the teacher term: set teacher_weight > 0."
             )
+        if self.teacher_shared_neighbours and self.teacher_weight == 0:
+            raise ValueError("teacher_shared_neighbours serves the teacher term: set teacher_weight > 0.")
         if self.teacher_encoder_cache and not self.teacher_encoder:
             raise ValueError(
                 "teacher_encoder_cache keeps teacher_encoder's vectors: name the teacher_encoder too."
@@ -452,6 +474,14 @@ class MetricBertConfig(CatalogTrainerConfig):
             "teacher_temperature": self.teacher_temperature,
             # Named only when there is one: the cards of runs without a second encoder stay as they were.
             **({"teacher_encoder": self.teacher_encoder} if self.teacher_encoder else {}),
+            **(
+                {
+                    "teacher_shared_neighbours": self.teacher_shared_neighbours,
+                    "teacher_shared_neighbour_weight": self.teacher_shared_neighbour_weight,
+                }
+                if self.teacher_shared_neighbours
+                else {}
+            ),
             "pooling_input": self.pooling_input.value,
             "false_negative_filter": self.false_negative_filter,
             "false_negative_margin": self.false_negative_margin,

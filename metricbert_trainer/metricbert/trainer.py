@@ -34,6 +34,11 @@ from metricbert_trainer.metricbert.neighbourhood_batches import (
     item_vectors,
     nearest_neighbours,
 )
+from metricbert_trainer.metricbert.shared_neighbours import (
+    SharedNeighbours,
+    catalog_tfidf,
+    teacher_neighbour_lists,
+)
 from metricbert_trainer.metricbert.teacher_encoder import TeacherEncoder
 from metricbert_trainer.metricbert.token_tfidf import TokenTfidf
 from metricbert_trainer.metricbert.word_prior import word_piece_log_prior
@@ -119,6 +124,7 @@ class MetricBertTrainer(CatalogTrainer):
         self.mlm_head_warmup: MlmHeadWarmup | None = None
         self.token_tfidf: TokenTfidf | None = None
         self.teacher_encoder: TeacherEncoder | None = None
+        self.shared_neighbours: SharedNeighbours | None = None
         self.neighbourhood_sampler: NeighbourhoodSampler | None = None
         super().__init__(model, args, *positional, **kwargs)
         if self.args.batch_neighbourhood_size and self.guide is None:
@@ -250,6 +256,12 @@ class MetricBertTrainer(CatalogTrainer):
             encoder_vectors = self.teacher_encoder.vectors(inputs, self.batch_fields)
             if shard is not None:
                 encoder_vectors = gather_field_major(encoder_vectors)
+        overlaps = None
+        if self.shared_neighbours is not None:
+            rows = self.shared_neighbours.batch_rows(inputs, self.batch_fields)
+            if shard is not None:
+                rows = gather_with_grad(rows, dim=0)[0]
+            overlaps = self.shared_neighbours.overlaps(rows)
         return hybrid_teacher_distillation(
             titles,
             descriptions,
@@ -260,6 +272,8 @@ class MetricBertTrainer(CatalogTrainer):
             distance=self.args.distance,
             shard=shard,
             encoder_vectors=encoder_vectors,
+            neighbour_overlaps=overlaps,
+            shared_neighbour_weight=self.args.teacher_shared_neighbour_weight,
         )
 
     @property
@@ -282,6 +296,8 @@ class MetricBertTrainer(CatalogTrainer):
             self.token_tfidf = self._fit_token_tfidf()
         if self.args.teacher_encoder and self.teacher_encoder is None:
             self.teacher_encoder = self._encode_with_teacher_encoder()
+        if self.args.teacher_shared_neighbours and self.shared_neighbours is None:
+            self.shared_neighbours = self._list_shared_neighbours()
         if self.args.mlm_head_warmup_steps and not resuming:
             self.mlm_head_warmup = self._warm_up_mlm_head()
         return super().train(resume_from_checkpoint=resume_from_checkpoint, trial=trial, **kwargs)
@@ -303,6 +319,48 @@ class MetricBertTrainer(CatalogTrainer):
         )
         logger.info("Teacher encoder ready in %.1f s.", time.perf_counter() - started)
         return teacher
+
+    def _list_shared_neighbours(self) -> SharedNeighbours:
+        """Every catalog item's ``teacher_shared_neighbours`` nearest items under the teacher's ranking
+        of the whole catalog (the guide's cached vectors and the teacher's TF-IDF), listed once."""
+        if tuple(self.fields) != tuple(self.batch_fields):
+            raise ValueError(
+                "teacher_shared_neighbours finds a batch's items by their title and description: "
+                f"it needs a catalog of two fields, not {list(self.fields)}."
+            )
+        encoder = self._guide_catalog_vectors()
+        started = time.perf_counter()
+        tokenizer, max_length = self.processing_class, self.args.max_length
+        texts = [self._field_texts(name) for name in self.fields]
+        tfidf = [
+            catalog_tfidf(self.token_tfidf, name, tokenizer, column, max_length)
+            for name, column in zip(self.fields, texts, strict=True)
+        ]
+        lists = teacher_neighbour_lists(
+            encoder,
+            tfidf,
+            tfidf_weight=self.args.teacher_tfidf_weight,
+            neighbours=self.args.teacher_shared_neighbours,
+            distance=self.args.distance,
+        )
+        logger.info(
+            "Shared neighbours: the teacher's %d nearest items of each of %d, in %.1f s.",
+            *lists.shape[::-1],
+            time.perf_counter() - started,
+        )
+        return SharedNeighbours(lists, tokenizer, texts, max_length)
+
+    def _guide_catalog_vectors(self) -> list[torch.Tensor]:
+        """The frozen start's vectors of every catalog text, ``[N, H]`` per field, from the guide's
+        cache (filled first if the run has not filled it)."""
+        if not self.guide.cached_texts:
+            self._cache_guide_embeddings()
+        return [
+            self.guide.cached_vectors(
+                self.processing_class, self._field_texts(name), max_length=self.args.max_length
+            )
+            for name in self.fields
+        ]
 
     def _warm_up_mlm_head(self) -> MlmHeadWarmup:
         """``mlm_warmup.warm_up_mlm_head`` with the run's settings; its time includes counting the
@@ -386,17 +444,8 @@ class MetricBertTrainer(CatalogTrainer):
 
     def _build_neighbourhood_sampler(self) -> NeighbourhoodSampler:
         """The sampler of ``batch_neighbourhood_size``, from the guide's cached vectors of every text."""
-        if not self.guide.cached_texts:
-            self._cache_guide_embeddings()
+        fields = self._guide_catalog_vectors()
         started = time.perf_counter()
-        fields = [
-            self.guide.cached_vectors(
-                self.processing_class,
-                self._field_texts(name),
-                max_length=self.args.max_length,
-            )
-            for name in self.fields
-        ]
         size = self.args.batch_neighbourhood_size
         neighbours = nearest_neighbours(
             item_vectors(fields),

@@ -147,6 +147,8 @@ def test_cross_device_mining_trains_like_one_process_on_the_whole_batch(
     assert results["triplet_distill_guide_cache"]["guide_cached_texts"] == 16
     # The teacher's second encoder: vectors each process looked up for its own rows, gathered.
     assert "triplet_teacher_encoder" in results
+    # The teacher's shared neighbours: catalog rows each process found for its own items, gathered.
+    assert "triplet_teacher_shared_neighbours" in results
     for name, case in results.items():
         assert case["mean_loss"] == pytest.approx(case["reference_loss"], rel=1e-5), name
         assert case["max_gradient_difference"] <= 1e-4 * case["gradient_scale"], name

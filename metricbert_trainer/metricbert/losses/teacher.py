@@ -20,7 +20,10 @@ all a ranking reads.
 
 With a second frozen encoder (``teacher_encoder``), the encoders' share of ``D_T`` is the mean of
 ``z(Metric_Inf of the start)`` and ``z(Metric_Inf of that encoder)``: an ensemble, the one way to a
-teacher stronger than the start that adds no label.
+teacher stronger than the start that adds no label. With shared neighbours
+(``teacher_shared_neighbours``, ``metricbert.shared_neighbours``), ``D_T`` becomes
+``(1 - g) D_T + g z(-J)``, ``J`` the Jaccard overlap of the two items' neighbour sets in the whole
+catalog: a teacher stronger than the start at the cost of one pass over the catalog's vectors.
 """
 
 from __future__ import annotations
@@ -63,17 +66,23 @@ def hybrid_teacher_distillation(
     distance: Distance | str = Distance.ANGULAR,
     shard: ProcessShard | None = None,
     encoder_vectors: torch.Tensor | None = None,
+    neighbour_overlaps: torch.Tensor | None = None,
+    shared_neighbour_weight: float = 0.0,
 ) -> torch.Tensor:
     """``L_teacher`` over a batch of items: ``titles`` and ``descriptions`` from the model in
     training (``[B, H]`` each), ``guide_vectors`` the frozen start's ``[titles; descriptions]``
     (``[2B, H]``) and ``tfidf_distances`` the items' TF-IDF distances (``[B, B]``, per field
     summed). With ``shard`` (a batch gathered from every process) only this process's items
     anchor, and the result is its share of the global mean. ``encoder_vectors``: a second frozen
-    encoder's ``[titles; descriptions]`` (``[2B, H']``), averaged with the start in the teacher."""
+    encoder's ``[titles; descriptions]`` (``[2B, H']``), averaged with the start in the teacher.
+    ``neighbour_overlaps``: the items' shared-neighbour overlaps (``[B, B]``, higher is nearer),
+    weighing ``shared_neighbour_weight`` in the teacher."""
     if temperature <= 0:
         raise ValueError(f"temperature must be > 0; got {temperature}.")
     if not 0 <= tfidf_weight <= 1:
         raise ValueError(f"tfidf_weight must be in [0, 1]; got {tfidf_weight}.")
+    if not 0 <= shared_neighbour_weight <= 1:
+        raise ValueError(f"shared_neighbour_weight must be in [0, 1]; got {shared_neighbour_weight}.")
     items = len(titles)
     rows = torch.arange(items, device=titles.device)
     if shard is not None:
@@ -91,6 +100,10 @@ def hybrid_teacher_distillation(
         teacher = (1 - tfidf_weight) * ensemble + tfidf_weight * standardised_rows(
             tfidf_distances[rows], left_out
         )
+        if neighbour_overlaps is not None:
+            teacher = (1 - shared_neighbour_weight) * teacher + shared_neighbour_weight * standardised_rows(
+                -neighbour_overlaps[rows], left_out
+            )
         target = F.softmax((-teacher / temperature).masked_fill(left_out, float("-inf")), dim=-1)
     student = standardised_rows(item_distances(titles, descriptions, rows, distance), left_out)
     log_student = F.log_softmax((-student / temperature).masked_fill(left_out, float("-inf")), dim=-1)

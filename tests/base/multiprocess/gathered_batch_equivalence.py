@@ -62,6 +62,20 @@ def teacher_case(teacher_encoder_path: str) -> tuple[str, list[int], dict]:
     return ("triplet_teacher_encoder", [5, 3], settings)
 
 
+# The teacher with shared neighbours: each process finds its own rows in the catalog, and the
+# rows must be gathered in the order of the whole batch's for the overlaps to match its items.
+SHARED_NEIGHBOURS_CASE = (
+    "triplet_teacher_shared_neighbours",
+    [5, 3],
+    dict(
+        teacher_weight=1.0,
+        false_negative_filter=True,
+        teacher_shared_neighbours=3,
+        max_length=MetricBertCollator.max_length,
+    ),
+)
+
+
 def build(model_path: str, output_dir: str, settings: dict, items) -> MetricBertTrainer:
     # No dropout: the two computations must see the same function.
     model = BertForMaskedLM.from_pretrained(
@@ -91,12 +105,19 @@ def run_case(model_path: str, catalog, rows_per_process: list[int], settings: di
     accelerator = sharded.accelerator
     rank = accelerator.process_index
     if settings.get("teacher_weight"):
-        # What train() prepares before its first step: the teacher's TF-IDF, and the second encoder's
-        # vectors of every text, each process encoding a share; the reference reads the same vectors.
+        # What train() prepares before its first step: the teacher's TF-IDF, ...
         for trainer in (reference, sharded):
             trainer.token_tfidf = trainer._fit_token_tfidf()
+    if settings.get("teacher_encoder"):
+        # ... the second encoder's vectors of every text, each process encoding a share (the
+        # reference reads the same vectors) ...
         sharded.teacher_encoder = sharded._encode_with_teacher_encoder()
         reference.teacher_encoder = sharded.teacher_encoder
+    if settings.get("teacher_shared_neighbours"):
+        # ... and the shared neighbours, listed from the guide's vectors, which the processes encode
+        # together into its cache.
+        sharded.shared_neighbours = sharded._list_shared_neighbours()
+        reference.shared_neighbours = sharded.shared_neighbours
     torch.manual_seed(0)
     collator = MetricBertCollator(reference.processing_class, mlm_probability=reference.args.mlm_probability)
     batch = collator(list(items))
@@ -136,7 +157,7 @@ def run_case(model_path: str, catalog, rows_per_process: list[int], settings: di
 
 def main(model_path: str, catalog_path: str, output_path: str, teacher_encoder_path: str) -> None:
     catalog = load_catalog(catalog_path)
-    cases = [*CASES, teacher_case(teacher_encoder_path)]
+    cases = [*CASES, teacher_case(teacher_encoder_path), SHARED_NEIGHBOURS_CASE]
     results = {name: run_case(model_path, catalog, rows, settings) for name, rows, settings in cases}
     if torch.distributed.get_rank() == 0:
         results["world_size"] = torch.distributed.get_world_size()

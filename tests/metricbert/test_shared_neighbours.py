@@ -1,0 +1,165 @@
+"""Shared neighbours in the hybrid teacher: the catalog's TF-IDF rows are the batch teacher's, the
+lists are the teacher's own nearest items over the whole catalog, a masked batch finds its items'
+rows, and the overlaps enter the teacher's ranking with their weight."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from conftest import tiny_metricbert_trainer
+
+from metricbert_trainer.base.distances import Distance, pairwise_distance
+from metricbert_trainer.data.catalog import load_catalog
+from metricbert_trainer.evaluation.hybrid import standardised_rows
+from metricbert_trainer.metricbert import shared_neighbours as module
+from metricbert_trainer.metricbert.collator import MetricBertCollator
+from metricbert_trainer.metricbert.config import MetricBertConfig
+from metricbert_trainer.metricbert.losses.teacher import hybrid_teacher_distillation
+from metricbert_trainer.metricbert.shared_neighbours import (
+    SharedNeighbours,
+    catalog_tfidf,
+    teacher_neighbour_lists,
+)
+from metricbert_trainer.metricbert.token_tfidf import TokenTfidf
+
+MAX_LENGTH = 48
+FIELDS = ("title", "description")
+
+
+@pytest.fixture(scope="module")
+def wine_items(wines_csv):
+    return load_catalog(wines_csv).dataset.select(range(40))
+
+
+@pytest.fixture(scope="module")
+def columns(wine_items) -> list[list[str]]:
+    return [[str(text) for text in wine_items[name]] for name in FIELDS]
+
+
+@pytest.fixture(scope="module")
+def token_tfidf(tokenizer, columns) -> TokenTfidf:
+    return TokenTfidf.fit(tokenizer, dict(zip(FIELDS, columns, strict=True)), max_length=MAX_LENGTH)
+
+
+def test_the_catalogs_tfidf_rows_are_the_vectors_a_batch_of_the_same_texts_gets(
+    tokenizer, columns, token_tfidf
+):
+    texts = columns[1][:12]
+    matrix = catalog_tfidf(token_tfidf, "description", tokenizer, texts, MAX_LENGTH)
+    batch = tokenizer(texts, truncation=True, max_length=MAX_LENGTH, padding=True, return_tensors="pt")
+    expected = token_tfidf.vectors("description", batch["input_ids"], batch["attention_mask"])
+    np.testing.assert_allclose(matrix.toarray(), expected.numpy(), atol=1e-6)
+
+
+def test_the_lists_are_the_teachers_nearest_items_over_the_whole_catalog(
+    tokenizer, columns, token_tfidf, monkeypatch
+):
+    generator = torch.Generator().manual_seed(0)
+    encoder = [torch.randn(len(columns[0]), 16, generator=generator) for _ in FIELDS]
+    tfidf = [
+        catalog_tfidf(token_tfidf, name, tokenizer, column, MAX_LENGTH)
+        for name, column in zip(FIELDS, columns, strict=True)
+    ]
+    # The reference: the whole [N, N] fusion at once, in NumPy, as the hybrid ranking fuses.
+    everyone = np.arange(len(columns[0]))
+    encoder_rows = sum(pairwise_distance(v, v, Distance.ANGULAR).numpy() for v in encoder)
+    tfidf_rows = sum(1 - (m @ m.T).toarray() for m in tfidf)
+    fused = 0.7 * standardised_rows(encoder_rows, everyone) + 0.3 * standardised_rows(tfidf_rows, everyone)
+    np.fill_diagonal(fused, np.inf)
+    expected = np.argsort(fused, axis=1, kind="stable")[:, :5]
+
+    monkeypatch.setattr(module, "CHUNK", 7)  # several chunks, the last one short
+    lists = teacher_neighbour_lists(encoder, tfidf, tfidf_weight=0.3, neighbours=5)
+    assert lists.shape == (40, 5)
+    np.testing.assert_array_equal(lists.numpy(), expected)
+    with pytest.raises(ValueError, match="40 neighbours per item need a catalog of more items"):
+        teacher_neighbour_lists(encoder, tfidf, tfidf_weight=0.3, neighbours=40)
+
+
+def test_a_masked_batch_finds_its_items_and_their_overlaps(tokenizer, wine_items, columns):
+    # Six distinct other items per item, drawn at random.
+    draws = [torch.randperm(40, generator=torch.Generator().manual_seed(i)).tolist() for i in range(40)]
+    lists = torch.tensor([[other for other in draw if other != item][:6] for item, draw in enumerate(draws)])
+    neighbours = SharedNeighbours(lists, tokenizer, columns, MAX_LENGTH)
+    collator = MetricBertCollator(
+        tokenizer, fields=FIELDS, max_length=MAX_LENGTH, mlm_probability=0.3, seed=0
+    )
+    chosen = [3, 17, 5, 30, 11]
+    rows = neighbours.batch_rows(collator([wine_items[i] for i in chosen]), FIELDS)
+    assert rows.tolist() == chosen
+
+    overlaps = neighbours.overlaps(rows)
+    sets = [{item, *lists[item].tolist()} for item in chosen]
+    expected = [[len(a & b) / len(a | b) for b in sets] for a in sets]
+    np.testing.assert_allclose(overlaps.numpy(), expected, atol=1e-6)
+
+    stranger = {"title": "A wine nobody listed", "description": "Nothing like it in the catalog."}
+    with pytest.raises(KeyError, match="not among the catalog's items"):
+        neighbours.batch_rows(collator([stranger]), FIELDS)
+
+
+def test_the_overlaps_weigh_in_the_teachers_ranking_by_their_weight():
+    generator = torch.Generator().manual_seed(1)
+    titles, descriptions = torch.randn(6, 8, generator=generator), torch.randn(6, 8, generator=generator)
+    overlaps = torch.rand(6, 6, generator=generator)
+    overlaps = (overlaps + overlaps.T) / 2
+
+    def loss(guide_vectors, tfidf_distances, weight, given=overlaps):
+        return hybrid_teacher_distillation(
+            titles,
+            descriptions,
+            guide_vectors,
+            tfidf_distances,
+            tfidf_weight=0.2,
+            temperature=0.5,
+            neighbour_overlaps=given,
+            shared_neighbour_weight=weight,
+        )
+
+    guide, other_guide = torch.randn(12, 8, generator=generator), torch.randn(12, 8, generator=generator)
+    tfidf, other_tfidf = torch.rand(6, 6, generator=generator), torch.rand(6, 6, generator=generator)
+    without = loss(guide, tfidf, 0.0, given=None)
+    # Weight 0: the overlaps change nothing; weight 1: they alone are the teacher.
+    assert loss(guide, tfidf, 0.0) == pytest.approx(without.item(), abs=1e-6)
+    assert loss(guide, tfidf, 1.0) == pytest.approx(loss(other_guide, other_tfidf, 1.0).item(), abs=1e-6)
+    assert abs(loss(guide, tfidf, 0.5) - without) > 1e-3
+    with pytest.raises(ValueError, match="shared_neighbour_weight must be in"):
+        loss(guide, tfidf, 1.5)
+
+
+def test_the_option_needs_the_teacher_term(tmp_path):
+    with pytest.raises(ValueError, match="teacher_shared_neighbours serves the teacher term"):
+        MetricBertConfig(output_dir=str(tmp_path), teacher_shared_neighbours=10)
+
+
+def test_a_run_lists_the_neighbours_before_training_and_records_them_in_its_card(
+    tmp_path, tiny_model_path, tokenizer, wine_items
+):
+    trainer = tiny_metricbert_trainer(
+        tmp_path,
+        tiny_model_path,
+        tokenizer,
+        wine_items,
+        teacher_weight=1.0,
+        teacher_shared_neighbours=4,
+        max_length=MAX_LENGTH,
+    )
+    trainer.train()
+    assert trainer.shared_neighbours.lists.shape == (40, 4)
+    logged = [entry for entry in trainer.state.log_history if "teacher_loss" in entry]
+    assert logged and all(np.isfinite(entry["teacher_loss"]) for entry in logged)
+    config = trainer.args.loss_config()
+    assert config["teacher_shared_neighbours"] == 4 and config["teacher_shared_neighbour_weight"] == 0.5
+
+    # The term reads the overlaps: the same batch gets another teacher loss without them.
+    batch = trainer.data_collator([wine_items[i] for i in range(12)])
+    with torch.no_grad():
+        model = trainer.model.eval()
+        outputs = model(metric_batch=batch, fields=trainer.batch_fields)
+        titles, descriptions = outputs["embeddings"][0], outputs["embeddings"][1]
+        guide_vectors = trainer.guide.embed(batch, trainer.batch_fields)
+        with_overlaps = trainer._teacher_term(batch, titles, descriptions, guide_vectors, None)
+        trainer.shared_neighbours = None
+        without = trainer._teacher_term(batch, titles, descriptions, guide_vectors, None)
+    assert abs(with_overlaps - without) > 1e-3
