@@ -8,6 +8,7 @@
     python benchmarks/million_items.py tfidf --items 1000000
     python benchmarks/million_items.py neighbourhoods --items 10000 20000 40000
     python benchmarks/million_items.py neighbourhoods --items 130000 1000000 --indexes exact IVF1024,Flat
+    python benchmarks/million_items.py shared-neighbours --items 5000 10000 20000
 
 ``keys``: the guide cache (``metricbert/guide.py``) files every distinct text of the catalog (2
 per item) under a key made from its token ids. Each way of keying runs in a fresh process on
@@ -46,6 +47,15 @@ option), then grouped greedily each epoch. Timed on clustered synthetic vectors 
 at each ``--items``; each row also gives the share of the exact lists an index finds and the
 groups' cohesion (the mean cosine between two items of a group; random groups in brackets), which
 is what the batches need; the last column projects the exact lists' time to a million items by ``N^2``.
+
+``shared-neighbours``: the recipes' teacher with shared neighbours (``teacher_shared_neighbours``
+of ``recipes/catalog/minilm.yaml``) lists each item's nearest items under the teacher's fused
+ranking of the whole catalog before the first step (``shared_neighbours.teacher_neighbour_lists``:
+every item against every other, the encoder's distances and the word-piece TF-IDF cosines of both
+fields). Timed at each ``--items`` on the wine sample's texts drawn with replacement (real word
+pieces, so the TF-IDF rows are as sparse as a catalog's) and clustered synthetic vectors of
+MiniLM's width (encoding the texts would cost more than what is timed); the TF-IDF fit and rows
+are timed apart from the lists, and the last column projects the lists to a million items by ``N^2``.
 """
 
 from __future__ import annotations
@@ -481,6 +491,54 @@ def run_neighbourhoods(arguments: argparse.Namespace) -> None:
             )
 
 
+def recipe_shared_neighbours() -> int:
+    """The teacher's shared-neighbour count the any-catalog recipe trains with."""
+    import yaml
+
+    return int(yaml.safe_load(CATALOG_RECIPE.read_text())["teacher_shared_neighbours"])
+
+
+def shared_neighbours_row(items: int, neighbours: int) -> dict:
+    """The TF-IDF fit and rows, then the lists, at ``items`` items, in a process of its own."""
+    import pandas as pd
+    import torch
+    from transformers import AutoTokenizer
+
+    from metricbert_trainer.base.modeling import resolve_model_name
+    from metricbert_trainer.metricbert.shared_neighbours import teacher_neighbour_lists
+    from metricbert_trainer.metricbert.token_tfidf import TokenTfidf
+
+    catalog, _, max_length = BENCHMARKS["wines"]
+    frame = pd.read_csv(REPO_ROOT / catalog).sample(n=items, replace=True, random_state=0)
+    columns = {name: [str(text) for text in frame[name]] for name in ("title", "description")}
+    tokenizer = AutoTokenizer.from_pretrained(resolve_model_name("sentence-transformers/all-MiniLM-L6-v2"))
+    views = clustered_views(items, 384)
+    encoder = [torch.from_numpy(views[name]) for name in columns]
+    started = time.perf_counter()
+    tfidf = TokenTfidf.fit(tokenizer, columns, max_length=max_length)
+    matrices = [tfidf.catalog_vectors(name, tokenizer, texts, max_length) for name, texts in columns.items()]
+    fitted = time.perf_counter() - started
+    started = time.perf_counter()
+    teacher_neighbour_lists(encoder, matrices, tfidf_weight=0.2, neighbours=neighbours)
+    return {"tfidf": fitted, "lists": time.perf_counter() - started, "peak_gib": peak_rss_gib()}
+
+
+def run_shared_neighbours(arguments: argparse.Namespace) -> None:
+    neighbours = recipe_shared_neighbours()
+    print(
+        f"| items | TF-IDF fit and rows (s) | nearest {neighbours} of each item (s) | peak RSS GiB | "
+        "lists at 1M items, by N^2 (h) |\n|---:|---:|---:|---:|---:|"
+    )
+    for items in arguments.items:
+        result = in_fresh_process(shared_neighbours_row, items, neighbours)
+        projected = result["lists"] * (1_000_000 / items) ** 2 / 3600
+        print(
+            f"| {items:,} | {result['tfidf']:.1f} | {result['lists']:.1f} | {result['peak_gib']:.2f} | "
+            f"{projected:.1f} |",
+            flush=True,
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -526,6 +584,12 @@ def main() -> None:
         "--exact-up-to", type=int, default=200_000, help="Skip the exact lists above this many items."
     )
     neighbourhoods.set_defaults(run=run_neighbourhoods)
+    shared = commands.add_parser(
+        "shared-neighbours",
+        help="The teacher's shared-neighbour lists (teacher_shared_neighbours) at --items items.",
+    )
+    shared.add_argument("--items", nargs="+", type=int, default=[5_000, 10_000, 20_000])
+    shared.set_defaults(run=run_shared_neighbours)
     arguments = parser.parse_args()
     if arguments.command == "search":
         arguments.parameters = {

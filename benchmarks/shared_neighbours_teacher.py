@@ -5,11 +5,11 @@
 Pseudo-labels teach a student only what the teacher knows beyond it (GPL), so before a training
 screen of ``teacher_shared_neighbours`` this ranks the dev seeds of both development benchmarks
 (benchmarks/quality.yaml), in both views, with the recipe's teacher applied to the whole catalog
-instead of a batch: the frozen start's ``Metric_Inf`` fused with word-piece TF-IDF (``TokenTfidf``,
-weight 0.2), each standardised per query, at the recipe's ``max_length``; then with shared
-neighbours, ``(1 - g) * teacher + g * z(-overlap)``, the lists from
-``shared_neighbours.teacher_neighbour_lists`` and the overlaps those of ``SharedNeighbours``. The
-start's vectors are the quality tables' zero-shot encodings (``--models-dir``, encoded there if
+instead of a batch (``shared_neighbours.teacher_distance_rows``, the rows the lists are drawn from):
+the frozen start's ``Metric_Inf`` fused with word-piece TF-IDF (weight 0.2), each standardised per
+query, at the recipe's ``max_length``; then with shared neighbours,
+``(1 - g) * teacher + g * z(-overlap)``, the lists from ``shared_neighbours.teacher_neighbour_lists``
+and the overlaps those of ``SharedNeighbours``. The start's vectors are the quality tables' zero-shot encodings (``--models-dir``, encoded there if
 absent). The test seeds are never read.
 """
 
@@ -24,11 +24,10 @@ import torch
 from scipy import sparse
 from transformers import AutoTokenizer
 
-from metricbert_trainer.base.distances import Distance, pairwise_distance
 from metricbert_trainer.base.modeling import resolve_model_name
 from metricbert_trainer.evaluation.evaluator import evaluate_distance_rows
 from metricbert_trainer.evaluation.hybrid import DEFAULT_TFIDF_WEIGHT, standardised_rows
-from metricbert_trainer.metricbert.shared_neighbours import catalog_tfidf, teacher_neighbour_lists
+from metricbert_trainer.metricbert.shared_neighbours import teacher_distance_rows, teacher_neighbour_lists
 from metricbert_trainer.metricbert.token_tfidf import TokenTfidf
 from metricbert_trainer.publishing.markdown import markdown_table
 from metricbert_trainer.scripts.quality_tables import (
@@ -41,15 +40,16 @@ from metricbert_trainer.scripts.quality_tables import (
 SHOWN = ("mpr", "map", "hr@100", "ndcg@20")
 
 
-def overlap_matrix(lists: torch.Tensor) -> np.ndarray:
-    """``[N, N]`` Jaccard overlaps of every item's set (itself and its listed neighbours)."""
+def overlap_rows(lists: torch.Tensor, rows: np.ndarray) -> np.ndarray:
+    """``[len(rows), N]`` Jaccard overlaps of the items ``rows``' sets with every item's (each set:
+    the item and its listed neighbours), as ``SharedNeighbours.overlaps`` computes them in a batch."""
     count, size = len(lists), lists.shape[1] + 1
     sets = np.concatenate([np.arange(count)[:, None], lists.numpy()], axis=1)
     members = sparse.csr_matrix(
         (np.ones(sets.size, dtype=np.float32), (np.repeat(np.arange(count), size), sets.ravel())),
         shape=(count, count),
     )
-    shared = (members @ members.T).toarray()
+    shared = (members[rows] @ members.T).toarray()
     return shared / (2 * size - shared)
 
 
@@ -60,18 +60,15 @@ def view_rows(name: str, catalog, scorer, dev, tokenizer, options: argparse.Name
     encoder = [torch.from_numpy(np.asarray(vectors)) for vectors in scorer.item_vectors(catalog).values()]
     tfidf = TokenTfidf.fit(tokenizer, columns, max_length=scorer.max_length)
     matrices = [
-        catalog_tfidf(tfidf, field, tokenizer, texts, scorer.max_length) for field, texts in columns.items()
+        tfidf.catalog_vectors(field, tokenizer, texts, scorer.max_length) for field, texts in columns.items()
     ]
-    everyone = np.arange(len(catalog))
-    encoder_rows = sum(pairwise_distance(v, v, Distance.ANGULAR).numpy() for v in encoder)
-    tfidf_rows = sum(1 - (matrix @ matrix.T).toarray() for matrix in matrices)
-    teacher = (1 - DEFAULT_TFIDF_WEIGHT) * standardised_rows(
-        encoder_rows, everyone
-    ) + DEFAULT_TFIDF_WEIGHT * standardised_rows(tfidf_rows, everyone)
+    teacher = teacher_distance_rows(
+        encoder, matrices, torch.from_numpy(seeds), tfidf_weight=DEFAULT_TFIDF_WEIGHT
+    ).numpy()
     rows = []
 
     def report(label: str, distances: np.ndarray) -> None:
-        metrics = evaluate_distance_rows(distances[seeds], dev)
+        metrics = evaluate_distance_rows(distances, dev)
         rows.append([*name.split("/"), label, *(f"{metrics[metric]:.2f}" for metric in SHOWN)])
         print(" | ".join(rows[-1]), flush=True)
 
@@ -82,7 +79,7 @@ def view_rows(name: str, catalog, scorer, dev, tokenizer, options: argparse.Name
             encoder, matrices, tfidf_weight=DEFAULT_TFIDF_WEIGHT, neighbours=neighbours
         )
         print(f"{name}: {neighbours} neighbours listed in {time.perf_counter() - started:.1f} s", flush=True)
-        overlaps = standardised_rows(-overlap_matrix(lists), everyone)
+        overlaps = standardised_rows(-overlap_rows(lists, seeds), seeds)
         for weight in options.weights:
             report(
                 f"+ shared neighbours, k {neighbours}, weight {weight:g}",

@@ -423,7 +423,10 @@ class MetricBertConfig(CatalogTrainerConfig):
                 "teacher_encoder and teacher_encoder_cache serve the teacher term: set teacher_weight > 0."
             )
         if self.teacher_shared_neighbours and self.teacher_weight == 0:
-            raise ValueError("teacher_shared_neighbours serves the teacher term: set teacher_weight > 0.")
+            raise ValueError(
+                "teacher_shared_neighbours serves the teacher term: set teacher_weight > 0, "
+                "or teacher_shared_neighbours 0 to train without the teacher."
+            )
         if self.teacher_encoder_cache and not self.teacher_encoder:
             raise ValueError(
                 "teacher_encoder_cache keeps teacher_encoder's vectors: name the teacher_encoder too."

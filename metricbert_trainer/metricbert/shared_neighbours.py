@@ -26,40 +26,44 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import numpy as np
 import torch
 from scipy import sparse
-from sklearn.preprocessing import normalize
 from transformers import PreTrainedTokenizerBase
 
-from metricbert_trainer.base.collator import field_inputs, truncated_token_ids, unmasked
+from metricbert_trainer.base.collator import field_inputs, unmasked
 from metricbert_trainer.base.distances import Distance, pairwise_distance
 from metricbert_trainer.metricbert.guide import batch_token_keys, token_keys
 from metricbert_trainer.metricbert.losses.teacher import standardised_rows
-from metricbert_trainer.metricbert.token_tfidf import TokenTfidf
 
 # Items compared with the whole catalog at a time while the lists are built.
 CHUNK = 512
 
 
-def catalog_tfidf(
-    tfidf: TokenTfidf, field: str, tokenizer: PreTrainedTokenizerBase, texts: Sequence[str], max_length: int
-) -> sparse.csr_matrix:
-    """``[N, vocabulary]`` sparse unit-length TF-IDF vectors of one field's texts, as a batch of
-    them gets from ``TokenTfidf.vectors`` (the same truncation, weights and ignored ids)."""
-    rows, columns = [], []
-    for row, ids in enumerate(truncated_token_ids(tokenizer, texts, max_length)):
-        rows.extend([row] * len(ids))
-        columns.extend(ids)
-    rows, columns = np.asarray(rows, dtype=np.int64), np.asarray(columns, dtype=np.int64)
-    counted = ~np.isin(columns, tfidf.ignored_ids.numpy())
-    rows, columns = rows[counted], columns[counted]
-    idf = tfidf.idf[field].numpy()
-    # A repeated word piece's weights are summed: its count times its idf.
-    matrix = sparse.csr_matrix(
-        (idf[columns], (rows, columns)), shape=(len(texts), len(idf)), dtype=np.float32
+def teacher_distance_rows(
+    encoder_fields: Sequence[torch.Tensor],
+    tfidf_fields: Sequence[sparse.csr_matrix],
+    rows: torch.Tensor,
+    *,
+    tfidf_weight: float,
+    distance: Distance | str = Distance.ANGULAR,
+) -> torch.Tensor:
+    """``[len(rows), N]``: the teacher's fused distances from the items ``rows`` to every catalog
+    item, as the batch teacher fuses them over a batch (each part standardised over the row's other
+    items); an item's distance to itself is ``inf``. ``encoder_fields``: the frozen start's
+    vectors, ``[N, H]`` per field; ``tfidf_fields``: ``TokenTfidf.catalog_vectors`` per field, in
+    the same order."""
+    count = len(encoder_fields[0])
+    itself = torch.zeros(len(rows), count, dtype=torch.bool)
+    itself[torch.arange(len(rows)), rows] = True
+    encoder = sum(pairwise_distance(vectors[rows], vectors, distance) for vectors in encoder_fields)
+    # Each field's cosines of the rows' items with every item, from the sparse unit vectors.
+    indices = rows.numpy()
+    cosines = sum(torch.from_numpy((matrix[indices] @ matrix.T).toarray()) for matrix in tfidf_fields)
+    tfidf = len(tfidf_fields) - cosines
+    fused = (1 - tfidf_weight) * standardised_rows(encoder, itself) + tfidf_weight * standardised_rows(
+        tfidf, itself
     )
-    return normalize(matrix)
+    return fused.masked_fill(itself, torch.inf)
 
 
 def teacher_neighbour_lists(
@@ -72,26 +76,18 @@ def teacher_neighbour_lists(
 ) -> torch.Tensor:
     """``[N, k]``: each item's ``neighbours`` nearest other items under the teacher's ranking of the
     whole catalog, nearest first. ``encoder_fields``: the frozen start's vectors, ``[N, H]`` per
-    field; ``tfidf_fields``: ``catalog_tfidf`` per field, in the same order."""
+    field; ``tfidf_fields``: ``TokenTfidf.catalog_vectors`` per field, in the same order; rows from
+    ``teacher_distance_rows``, ``CHUNK`` items at a time."""
     count = len(encoder_fields[0])
     if not 0 < neighbours < count:
         raise ValueError(f"{neighbours} neighbours per item need a catalog of more items; it has {count}.")
     lists = []
     for start in range(0, count, CHUNK):
         rows = torch.arange(start, min(start + CHUNK, count))
-        left_out = torch.zeros(len(rows), count, dtype=torch.bool)
-        left_out[torch.arange(len(rows)), rows] = True
-        encoder = sum(pairwise_distance(vectors[rows], vectors, distance) for vectors in encoder_fields)
-        # Each field's cosines of the chunk with every item, from the sparse unit vectors.
-        cosines = sum(
-            torch.from_numpy((matrix[start : start + len(rows)] @ matrix.T).toarray())
-            for matrix in tfidf_fields
+        fused = teacher_distance_rows(
+            encoder_fields, tfidf_fields, rows, tfidf_weight=tfidf_weight, distance=distance
         )
-        tfidf = len(tfidf_fields) - cosines
-        fused = (1 - tfidf_weight) * standardised_rows(encoder, left_out) + tfidf_weight * standardised_rows(
-            tfidf, left_out
-        )
-        lists.append(fused.masked_fill(left_out, torch.inf).topk(neighbours, dim=1, largest=False).indices)
+        lists.append(fused.topk(neighbours, dim=1, largest=False).indices)
     return torch.cat(lists)
 
 

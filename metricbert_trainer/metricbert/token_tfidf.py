@@ -13,7 +13,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
 import torch
+from scipy import sparse
+from sklearn.preprocessing import normalize
 from transformers import PreTrainedTokenizerBase
 
 from metricbert_trainer.base.collator import truncated_token_ids
@@ -56,3 +59,23 @@ class TokenTfidf:
         counts.scatter_add_(1, input_ids, counted.float())
         weighted = counts * idf
         return weighted / weighted.norm(dim=1, keepdim=True).clamp_min(1e-12)
+
+    def catalog_vectors(
+        self, field: str, tokenizer: PreTrainedTokenizerBase, texts: Sequence[str], max_length: int
+    ) -> sparse.csr_matrix:
+        """``[N, vocabulary]`` sparse unit-length vectors of a whole catalog's texts of one field,
+        row for row what ``vectors`` gives a batch of them (the same truncation, weights and
+        ignored ids): dense rows of the vocabulary's width would not fit for a large catalog."""
+        rows, columns = [], []
+        for row, ids in enumerate(truncated_token_ids(tokenizer, texts, max_length)):
+            rows.extend([row] * len(ids))
+            columns.extend(ids)
+        rows, columns = np.asarray(rows, dtype=np.int64), np.asarray(columns, dtype=np.int64)
+        counted = ~np.isin(columns, self.ignored_ids.numpy())
+        rows, columns = rows[counted], columns[counted]
+        idf = self.idf[field].numpy()
+        # A repeated word piece's weights are summed: its count times its idf.
+        matrix = sparse.csr_matrix(
+            (idf[columns], (rows, columns)), shape=(len(texts), len(idf)), dtype=np.float32
+        )
+        return normalize(matrix)

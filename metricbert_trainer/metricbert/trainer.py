@@ -36,7 +36,6 @@ from metricbert_trainer.metricbert.neighbourhood_batches import (
 )
 from metricbert_trainer.metricbert.shared_neighbours import (
     SharedNeighbours,
-    catalog_tfidf,
     teacher_neighbour_lists,
 )
 from metricbert_trainer.metricbert.teacher_encoder import TeacherEncoder
@@ -320,20 +319,37 @@ class MetricBertTrainer(CatalogTrainer):
         logger.info("Teacher encoder ready in %.1f s.", time.perf_counter() - started)
         return teacher
 
-    def _list_shared_neighbours(self) -> SharedNeighbours:
+    def _list_shared_neighbours(self) -> SharedNeighbours | None:
         """Every catalog item's ``teacher_shared_neighbours`` nearest items under the teacher's ranking
-        of the whole catalog (the guide's cached vectors and the teacher's TF-IDF), listed once."""
+        of the whole catalog (the guide's cached vectors and the teacher's TF-IDF), listed once;
+        none in a catalog of other than two fields, or too small to have that many neighbours per
+        item (see the warnings): the recipes set the option, and must still train such catalogs."""
         if tuple(self.fields) != tuple(self.batch_fields):
-            raise ValueError(
+            # A batch slot of such a catalog holds any of its fields, so the (title, description)
+            # keys that find an item in its lists do not exist.
+            logger.warning(
                 "teacher_shared_neighbours finds a batch's items by their title and description: "
-                f"it needs a catalog of two fields, not {list(self.fields)}."
+                "the catalog has the fields %s, so the teacher runs without shared neighbours.",
+                list(self.fields),
             )
+            return None
+        items = len(self.train_dataset)
+        if self.args.teacher_shared_neighbours >= items - 1:
+            # Every item's set would be the whole catalog, so all overlaps would be equal: the
+            # recipes' k of 50 on a catalog of a few dozen items teaches nothing, and is not an error.
+            logger.warning(
+                "teacher_shared_neighbours %d: the catalog has %d items, too few for that many "
+                "neighbours per item; the teacher runs without shared neighbours.",
+                self.args.teacher_shared_neighbours,
+                items,
+            )
+            return None
         encoder = self._guide_catalog_vectors()
         started = time.perf_counter()
         tokenizer, max_length = self.processing_class, self.args.max_length
         texts = [self._field_texts(name) for name in self.fields]
         tfidf = [
-            catalog_tfidf(self.token_tfidf, name, tokenizer, column, max_length)
+            self.token_tfidf.catalog_vectors(name, tokenizer, column, max_length)
             for name, column in zip(self.fields, texts, strict=True)
         ]
         lists = teacher_neighbour_lists(

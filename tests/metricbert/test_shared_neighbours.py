@@ -1,4 +1,4 @@
-"""Shared neighbours in the hybrid teacher: the catalog's TF-IDF rows are the batch teacher's, the
+"""Shared neighbours in the hybrid teacher: the teacher's rows over the whole catalog, the
 lists are the teacher's own nearest items over the whole catalog, a masked batch finds its items'
 rows, and the overlaps enter the teacher's ranking with their weight."""
 
@@ -18,7 +18,7 @@ from metricbert_trainer.metricbert.config import MetricBertConfig
 from metricbert_trainer.metricbert.losses.teacher import hybrid_teacher_distillation
 from metricbert_trainer.metricbert.shared_neighbours import (
     SharedNeighbours,
-    catalog_tfidf,
+    teacher_distance_rows,
     teacher_neighbour_lists,
 )
 from metricbert_trainer.metricbert.token_tfidf import TokenTfidf
@@ -42,23 +42,13 @@ def token_tfidf(tokenizer, columns) -> TokenTfidf:
     return TokenTfidf.fit(tokenizer, dict(zip(FIELDS, columns, strict=True)), max_length=MAX_LENGTH)
 
 
-def test_the_catalogs_tfidf_rows_are_the_vectors_a_batch_of_the_same_texts_gets(
-    tokenizer, columns, token_tfidf
-):
-    texts = columns[1][:12]
-    matrix = catalog_tfidf(token_tfidf, "description", tokenizer, texts, MAX_LENGTH)
-    batch = tokenizer(texts, truncation=True, max_length=MAX_LENGTH, padding=True, return_tensors="pt")
-    expected = token_tfidf.vectors("description", batch["input_ids"], batch["attention_mask"])
-    np.testing.assert_allclose(matrix.toarray(), expected.numpy(), atol=1e-6)
-
-
 def test_the_lists_are_the_teachers_nearest_items_over_the_whole_catalog(
     tokenizer, columns, token_tfidf, monkeypatch
 ):
     generator = torch.Generator().manual_seed(0)
     encoder = [torch.randn(len(columns[0]), 16, generator=generator) for _ in FIELDS]
     tfidf = [
-        catalog_tfidf(token_tfidf, name, tokenizer, column, MAX_LENGTH)
+        token_tfidf.catalog_vectors(name, tokenizer, column, MAX_LENGTH)
         for name, column in zip(FIELDS, columns, strict=True)
     ]
     # The reference: the whole [N, N] fusion at once, in NumPy, as the hybrid ranking fuses.
@@ -68,6 +58,9 @@ def test_the_lists_are_the_teachers_nearest_items_over_the_whole_catalog(
     fused = 0.7 * standardised_rows(encoder_rows, everyone) + 0.3 * standardised_rows(tfidf_rows, everyone)
     np.fill_diagonal(fused, np.inf)
     expected = np.argsort(fused, axis=1, kind="stable")[:, :5]
+    some = torch.tensor([9, 0, 33])
+    rows = teacher_distance_rows(encoder, tfidf, some, tfidf_weight=0.3)
+    np.testing.assert_allclose(rows.numpy(), fused[some.numpy()], atol=1e-5)
 
     monkeypatch.setattr(module, "CHUNK", 7)  # several chunks, the last one short
     lists = teacher_neighbour_lists(encoder, tfidf, tfidf_weight=0.3, neighbours=5)
@@ -133,18 +126,24 @@ def test_the_option_needs_the_teacher_term(tmp_path):
         MetricBertConfig(output_dir=str(tmp_path), teacher_shared_neighbours=10)
 
 
+def _teacher_trainer(tmp_path, model_path, tokenizer, items, neighbours: int, **overrides):
+    """A tiny run of the teacher term with ``neighbours`` shared neighbours per item."""
+    return tiny_metricbert_trainer(
+        tmp_path,
+        model_path,
+        tokenizer,
+        items,
+        teacher_weight=1.0,
+        teacher_shared_neighbours=neighbours,
+        max_length=MAX_LENGTH,
+        **overrides,
+    )
+
+
 def test_a_run_lists_the_neighbours_before_training_and_records_them_in_its_card(
     tmp_path, tiny_model_path, tokenizer, wine_items
 ):
-    trainer = tiny_metricbert_trainer(
-        tmp_path,
-        tiny_model_path,
-        tokenizer,
-        wine_items,
-        teacher_weight=1.0,
-        teacher_shared_neighbours=4,
-        max_length=MAX_LENGTH,
-    )
+    trainer = _teacher_trainer(tmp_path, tiny_model_path, tokenizer, wine_items, 4)
     trainer.train()
     assert trainer.shared_neighbours.lists.shape == (40, 4)
     logged = [entry for entry in trainer.state.log_history if "teacher_loss" in entry]
@@ -163,3 +162,14 @@ def test_a_run_lists_the_neighbours_before_training_and_records_them_in_its_card
         trainer.shared_neighbours = None
         without = trainer._teacher_term(batch, titles, descriptions, guide_vectors, None)
     assert abs(with_overlaps - without) > 1e-3
+
+
+def test_a_catalog_too_small_for_k_trains_without_shared_neighbours_and_says_so(
+    tmp_path, tiny_model_path, tokenizer, wine_items, caplog
+):
+    # The recipes' k of 50 on a catalog of 40 items: every item's set would be the whole catalog.
+    trainer = _teacher_trainer(tmp_path, tiny_model_path, tokenizer, wine_items, 50, max_steps=1)
+    with caplog.at_level("WARNING"):
+        trainer.train()
+    assert trainer.shared_neighbours is None and trainer.state.global_step == 1
+    assert "the catalog has 40 items, too few for that many neighbours" in caplog.text

@@ -41,6 +41,15 @@ def test_word_piece_tfidf_is_scikit_learns_over_the_token_ids(tokenizer, wine_it
     assert np.abs(np.delete(ours, columns, axis=1)).max() == 0
 
 
+def test_a_catalogs_sparse_rows_are_the_vectors_a_batch_of_the_same_texts_gets(tokenizer, wine_items):
+    texts = [str(text) for text in wine_items["description"]]
+    tfidf = TokenTfidf.fit(tokenizer, {"description": texts}, max_length=48)
+    matrix = tfidf.catalog_vectors("description", tokenizer, texts[:12], max_length=48)
+    batch = tokenizer(texts[:12], truncation=True, max_length=48, padding=True, return_tensors="pt")
+    expected = tfidf.vectors("description", batch["input_ids"], batch["attention_mask"])
+    np.testing.assert_allclose(matrix.toarray(), expected.numpy(), atol=1e-6)
+
+
 def _batch(items: int = 12, hidden: int = 16, seed: int = 0):
     generator = torch.Generator().manual_seed(seed)
     return (

@@ -170,6 +170,10 @@ def test_three_field_catalog_trains_and_ranks_by_the_sum_over_all_fields(tmp_pat
         True,
     ]
     assert "eval_mpr" in result.stdout + result.stderr
+    # The recipe's shared neighbours find items by a title and a description: said, and left out.
+    assert (
+        "fields ['name', 'summary', 'tags'], so the teacher runs without shared neighbours" in result.stderr
+    )
 
     # Metric_Inf sums the angular distances of all three fields.
     loaded = load_catalog(catalog, id_column="sku", text_columns=("name", "summary", "tags"))

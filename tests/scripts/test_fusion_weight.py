@@ -27,6 +27,17 @@ def test_the_rule_takes_the_best_mean_among_weights_that_lower_nothing():
     assert chosen_weight(by_weight) == 0.2
 
 
+def test_where_every_weight_lowers_a_case_the_default_stays_unless_another_is_as_good_everywhere():
+    rows = [row(0.0, "a", 10.0), row(0.0, "b", 10.0)]
+    rows += [row(0.2, "a", 9.9), row(0.2, "b", 12.0)]  # lowers a a little, raises b more
+    rows += [row(0.4, "a", 9.5), row(0.4, "b", 14.0)]  # the best mean, but below 0.2 on a
+    by_weight = gains(rows)
+    assert chosen_weight(by_weight, current=0.2) == 0.2
+    assert chosen_weight(by_weight, current=0.0) == 0.0  # neither weight is as good as the encoder alone on a
+    rows += [row(0.1, "a", 9.95), row(0.1, "b", 12.5)]  # at least as good as 0.2 in both, better mean
+    assert chosen_weight(gains(rows), current=0.2) == 0.1
+
+
 def test_gains_average_the_training_seeds_before_comparing():
     rows = [row(0.0, "a", 10.0, seed) for seed in (1, 2)] + [
         row(0.1, "a", v, s) for s, v in ((1, 9.0), (2, 13.0))
