@@ -9,6 +9,7 @@
     python benchmarks/million_items.py neighbourhoods --items 10000 20000 40000
     python benchmarks/million_items.py neighbourhoods --items 130000 1000000 --indexes exact IVF1024,Flat
     python benchmarks/million_items.py shared-neighbours --items 5000 10000 20000
+    python benchmarks/million_items.py rerank --items 5000 10000 20000
 
 ``keys``: the guide cache (``metricbert/guide.py``) files every distinct text of the catalog (2
 per item) under a key made from its token ids. Each way of keying runs in a fresh process on
@@ -56,6 +57,13 @@ fields). Timed at each ``--items`` on the wine sample's texts drawn with replace
 pieces, so the TF-IDF rows are as sparse as a catalog's) and clustered synthetic vectors of
 MiniLM's width (encoding the texts would cost more than what is timed); the TF-IDF fit and rows
 are timed apart from the lists, and the last column projects the lists to a million items by ``N^2``.
+
+``rerank``: the shared-neighbour re-ranking of ``metricbert evaluate`` and ``recommend``
+(``--shared-neighbours``, ``evaluation.shared_neighbours``) lists each item's nearest items under
+the hybrid ranking over the whole catalog before its first answer, even for one query. Timed as
+``shared-neighbours`` is (the wine texts drawn with replacement for the hybrid's TF-IDF, clustered
+synthetic vectors for the encoder's part): the hybrid's preparation (TF-IDF fitted on both fields)
+apart from the lists, and the lists projected to a million items by ``N^2``.
 """
 
 from __future__ import annotations
@@ -539,6 +547,61 @@ def run_shared_neighbours(arguments: argparse.Namespace) -> None:
         )
 
 
+def rerank_row(items: int, neighbours: int) -> dict:
+    """The hybrid's preparation, then the re-ranking's lists, at ``items`` items, in a process of its own."""
+    from dataclasses import dataclass
+
+    import pandas as pd
+
+    from metricbert_trainer.base.distances import Distance
+    from metricbert_trainer.data.catalog import load_catalog
+    from metricbert_trainer.evaluation.hybrid import with_tfidf
+    from metricbert_trainer.evaluation.neighbours import METRIC_INF
+    from metricbert_trainer.evaluation.scorers import VectorScorer
+    from metricbert_trainer.evaluation.shared_neighbours import neighbour_lists
+
+    @dataclass
+    class SyntheticEncoder(VectorScorer):
+        """Clustered vectors of MiniLM's width standing in for an encoder's (encoding is not timed)."""
+
+        vectors: dict
+        mode: str = METRIC_INF
+        name: str = "synthetic encoder"
+        distance: Distance = Distance.ANGULAR
+
+        def item_vectors(self, catalog):
+            return self.vectors
+
+    wines = pd.read_csv(REPO_ROOT / BENCHMARKS["wines"][0])
+    frame = wines.sample(n=items, replace=True, random_state=0)[["title", "description"]]
+    frame.insert(0, "id", [f"item-{index}" for index in range(items)])
+    catalog = load_catalog(frame)
+    hybrid = with_tfidf(SyntheticEncoder(clustered_views(len(catalog), 384)))  # items with a text
+    started = time.perf_counter()
+    rank = hybrid.row_ranker(catalog)
+    prepared = time.perf_counter() - started
+    started = time.perf_counter()
+    neighbour_lists(rank, len(catalog), neighbours)
+    return {"prepared": prepared, "lists": time.perf_counter() - started, "peak_gib": peak_rss_gib()}
+
+
+def run_rerank(arguments: argparse.Namespace) -> None:
+    from metricbert_trainer.evaluation.shared_neighbours import DEFAULT_NEIGHBOURS
+
+    print(
+        f"| items | hybrid prepared (s) | nearest {DEFAULT_NEIGHBOURS} of each item (s) | peak RSS GiB | "
+        "lists at 1M items, by N^2 (h) |\n|---:|---:|---:|---:|---:|"
+    )
+    for items in arguments.items:
+        result = in_fresh_process(rerank_row, items, DEFAULT_NEIGHBOURS)
+        projected = result["lists"] * (1_000_000 / items) ** 2 / 3600
+        print(
+            f"| {items:,} | {result['prepared']:.1f} | {result['lists']:.1f} | {result['peak_gib']:.2f} | "
+            f"{projected:.1f} |",
+            flush=True,
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -590,6 +653,11 @@ def main() -> None:
     )
     shared.add_argument("--items", nargs="+", type=int, default=[5_000, 10_000, 20_000])
     shared.set_defaults(run=run_shared_neighbours)
+    rerank = commands.add_parser(
+        "rerank", help="The shared-neighbour re-ranking's lists (evaluate and recommend) at --items items."
+    )
+    rerank.add_argument("--items", nargs="+", type=int, default=[5_000, 10_000, 20_000])
+    rerank.set_defaults(run=run_rerank)
     arguments = parser.parse_args()
     if arguments.command == "search":
         arguments.parameters = {

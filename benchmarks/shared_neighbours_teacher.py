@@ -9,7 +9,7 @@ instead of a batch (``shared_neighbours.teacher_distance_rows``, the rows the li
 the frozen start's ``Metric_Inf`` fused with word-piece TF-IDF (weight 0.2), each standardised per
 query, at the recipe's ``max_length``; then with shared neighbours,
 ``(1 - g) * teacher + g * z(-overlap)``, the lists from ``shared_neighbours.teacher_neighbour_lists``
-and the overlaps those of ``SharedNeighbours``. The start's vectors are the quality tables' zero-shot encodings (``--models-dir``, encoded there if
+and the overlaps those of ``evaluation.shared_neighbours``. The start's vectors are the quality tables' zero-shot encodings (``--models-dir``, encoded there if
 absent). The test seeds are never read.
 """
 
@@ -21,12 +21,12 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from scipy import sparse
 from transformers import AutoTokenizer
 
 from metricbert_trainer.base.modeling import resolve_model_name
 from metricbert_trainer.evaluation.evaluator import evaluate_distance_rows
 from metricbert_trainer.evaluation.hybrid import DEFAULT_TFIDF_WEIGHT, standardised_rows
+from metricbert_trainer.evaluation.shared_neighbours import membership, overlap_rows
 from metricbert_trainer.metricbert.shared_neighbours import teacher_distance_rows, teacher_neighbour_lists
 from metricbert_trainer.metricbert.token_tfidf import TokenTfidf
 from metricbert_trainer.publishing.markdown import markdown_table
@@ -38,19 +38,6 @@ from metricbert_trainer.scripts.quality_tables import (
 )
 
 SHOWN = ("mpr", "map", "hr@100", "ndcg@20")
-
-
-def overlap_rows(lists: torch.Tensor, rows: np.ndarray) -> np.ndarray:
-    """``[len(rows), N]`` Jaccard overlaps of the items ``rows``' sets with every item's (each set:
-    the item and its listed neighbours), as ``SharedNeighbours.overlaps`` computes them in a batch."""
-    count, size = len(lists), lists.shape[1] + 1
-    sets = np.concatenate([np.arange(count)[:, None], lists.numpy()], axis=1)
-    members = sparse.csr_matrix(
-        (np.ones(sets.size, dtype=np.float32), (np.repeat(np.arange(count), size), sets.ravel())),
-        shape=(count, count),
-    )
-    shared = (members[rows] @ members.T).toarray()
-    return shared / (2 * size - shared)
 
 
 def view_rows(name: str, catalog, scorer, dev, tokenizer, options: argparse.Namespace) -> list[list[str]]:
@@ -79,7 +66,7 @@ def view_rows(name: str, catalog, scorer, dev, tokenizer, options: argparse.Name
             encoder, matrices, tfidf_weight=DEFAULT_TFIDF_WEIGHT, neighbours=neighbours
         )
         print(f"{name}: {neighbours} neighbours listed in {time.perf_counter() - started:.1f} s", flush=True)
-        overlaps = standardised_rows(-overlap_rows(lists, seeds), seeds)
+        overlaps = standardised_rows(-overlap_rows(membership(lists.numpy()), seeds), seeds)
         for weight in options.weights:
             report(
                 f"+ shared neighbours, k {neighbours}, weight {weight:g}",

@@ -167,6 +167,30 @@ def wines_annotations() -> Path:
     return WINES_ANNOTATIONS
 
 
+@pytest.fixture(scope="module")
+def wines_80(wines_csv):
+    """The first 80 wines as a catalog, for the ranking tests."""
+    import pandas as pd
+
+    from metricbert_trainer.data.catalog import load_catalog
+
+    return load_catalog(pd.read_csv(wines_csv, dtype=str, nrows=80))
+
+
+@pytest.fixture(scope="module")
+def tiny_encoder(tiny_model_path):
+    """The tiny model as a ranking scorer."""
+    from transformers import AutoTokenizer, BertModel
+
+    from metricbert_trainer.evaluation.scorers import EncoderScorer
+
+    return EncoderScorer(
+        BertModel.from_pretrained(tiny_model_path),
+        AutoTokenizer.from_pretrained(tiny_model_path),
+        max_length=48,
+    )
+
+
 # The annotated seeds of the command tests' small catalog (``files``) and their similar items.
 CLI_SEEDS = {0: [4, 9, 20], 7: [8], 33: [1, 50]}
 

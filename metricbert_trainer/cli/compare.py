@@ -9,6 +9,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from metricbert_trainer.cli.options import (
+    add_shared_neighbour_weight,
     annotation_options,
     catalog_options,
     encoder_scorer,
@@ -37,6 +38,10 @@ from metricbert_trainer.evaluation.scorers import (
     TfidfScorer,
     load_encoder,
     load_sentence_transformer,
+)
+from metricbert_trainer.evaluation.shared_neighbours import (
+    DEFAULT_NEIGHBOURS,
+    SharedNeighbourScorer,
 )
 from metricbert_trainer.recobert import RecoBertScorer
 
@@ -130,6 +135,16 @@ def add_scorer_arguments(parser: argparse.ArgumentParser) -> None:
         help="Also rank each --models encoder fused with TF-IDF, TF-IDF weighing this much (the hybrid "
         f"evaluate and recommend rank with, at {DEFAULT_TFIDF_WEIGHT} by default).",
     )
+    parser.add_argument(
+        "--shared-neighbours",
+        type=integer_at_least(1),
+        default=None,
+        metavar="K",
+        help="Also rank each --models encoder's hybrid (the encoder alone without --tfidf-weight) re-ranked "
+        "by K shared neighbours, as evaluate and recommend do "
+        f"({DEFAULT_NEIGHBOURS or 'off'} by default; the catalog is encoded again for it).",
+    )
+    add_shared_neighbour_weight(parser)
 
 
 def scorers(args: argparse.Namespace, catalog: Catalog) -> Iterator[tuple[Scorer, dict]]:
@@ -148,9 +163,16 @@ def scorers(args: argparse.Namespace, catalog: Catalog) -> Iterator[tuple[Scorer
             scorer = encoder_scorer(args, model, tokenizer, mode, name)
             yield scorer, {"model": path}
             if args.tfidf_weight:
+                scorer = with_tfidf(scorer, args.tfidf_weight)
+                yield scorer, {"model": path, "tfidf_weight": args.tfidf_weight}
+            if args.shared_neighbours:
+                settings = {
+                    "shared_neighbours": args.shared_neighbours,
+                    "weight": args.shared_neighbour_weight,
+                }
                 yield (
-                    with_tfidf(scorer, args.tfidf_weight),
-                    {"model": path, "tfidf_weight": args.tfidf_weight},
+                    SharedNeighbourScorer(scorer, args.shared_neighbours, args.shared_neighbour_weight),
+                    {"model": path, "tfidf_weight": args.tfidf_weight, **settings},
                 )
         del model
     for spec in args.sbert:

@@ -53,6 +53,8 @@ def run(args: argparse.Namespace) -> int:
             "model": path,
             "scorer": args.scorer,
             "tfidf_weight": args.tfidf_weight,
+            "shared_neighbours": args.shared_neighbours,
+            "shared_neighbour_weight": args.shared_neighbour_weight if args.shared_neighbours else None,
             "metrics": metrics,
         }
         write_json(Path(args.output), report)

@@ -15,6 +15,11 @@ from metricbert_trainer.data.catalog import Catalog, load_catalog
 from metricbert_trainer.evaluation.hybrid import DEFAULT_TFIDF_WEIGHT, with_tfidf
 from metricbert_trainer.evaluation.neighbours import CONCAT, METRIC_INF, mode_label
 from metricbert_trainer.evaluation.scorers import EncoderScorer, Scorer
+from metricbert_trainer.evaluation.shared_neighbours import (
+    DEFAULT_NEIGHBOURS,
+    DEFAULT_WEIGHT,
+    SharedNeighbourScorer,
+)
 from metricbert_trainer.publishing.markdown import escape_markdown, markdown_table
 
 logger = logging.getLogger("metricbert_trainer.cli")
@@ -122,7 +127,26 @@ def model_options() -> argparse.ArgumentParser:
         help=f"TF-IDF's share of a hybrid ranking with the model (default {DEFAULT_TFIDF_WEIGHT}, chosen on "
         "dev seeds: docs/quality.md); 0 ranks by the model alone.",
     )
+    parser.add_argument(
+        "--shared-neighbours",
+        type=integer_at_least(0),
+        default=DEFAULT_NEIGHBOURS,
+        metavar="K",
+        help="Re-rank by the items' K nearest neighbours in common (the whole catalog's lists are built "
+        f"first: N^2 distances); 0 does not re-rank (default {DEFAULT_NEIGHBOURS}; docs/quality.md).",
+    )
+    add_shared_neighbour_weight(parser)
     return parser
+
+
+def add_shared_neighbour_weight(parser: argparse.ArgumentParser) -> None:
+    """``--shared-neighbour-weight``, beside each command's own ``--shared-neighbours``."""
+    parser.add_argument(
+        "--shared-neighbour-weight",
+        type=positive_unit_interval,
+        default=DEFAULT_WEIGHT,
+        help=f"The shared neighbours' share of the re-ranked distance (default {DEFAULT_WEIGHT}).",
+    )
 
 
 def unit_interval(text: str) -> float:
@@ -133,14 +157,27 @@ def unit_interval(text: str) -> float:
     return value
 
 
+def positive_unit_interval(text: str) -> float:
+    """An argparse ``type`` for numbers above 0, up to 1."""
+    value = unit_interval(text)
+    if value == 0:
+        raise argparse.ArgumentTypeError(
+            "must be above 0 (turn the re-ranking off with --shared-neighbours 0)"
+        )
+    return value
+
+
 def ranking_scorer(
     args: argparse.Namespace, model, tokenizer, name: str, cache_path: str | None = None
 ) -> Scorer:
     """How ``evaluate`` and ``recommend`` rank: the model under ``--scorer``, fused with TF-IDF
-    at ``--tfidf-weight`` (the model alone at 0)."""
-    return with_tfidf(
+    at ``--tfidf-weight`` (the model alone at 0), re-ranked by ``--shared-neighbours`` (not at 0)."""
+    scorer = with_tfidf(
         encoder_scorer(args, model, tokenizer, args.scorer, name, cache_path=cache_path), args.tfidf_weight
     )
+    if not args.shared_neighbours:
+        return scorer
+    return SharedNeighbourScorer(scorer, args.shared_neighbours, args.shared_neighbour_weight)
 
 
 def encoder_scorer(

@@ -47,7 +47,11 @@ def run(args: argparse.Namespace) -> int:
     titles, ids = catalog.display_titles, catalog.ids
     by = mode_label(args.scorer)
     if args.tfidf_weight:
-        by += f" fused with TF-IDF (weight {args.tfidf_weight:g}; distances in standard deviations)"
+        by += f" fused with TF-IDF (weight {args.tfidf_weight:g})"
+    if args.shared_neighbours:
+        by += f", re-ranked by {args.shared_neighbours} shared neighbours (weight {args.shared_neighbour_weight:g})"
+    if args.tfidf_weight or args.shared_neighbours:
+        by += "; distances in standard deviations"
     print(f"Most similar to {titles[item]} (id {ids[item]}), by {by}:\n")
     rows = [
         (rank, ids[index], titles[index], f"{distance:.4f}")

@@ -16,7 +16,7 @@ ranking, and the other scorer decides.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -65,11 +65,13 @@ class FusedScorer(Scorer):
                 raise ValueError(f"The weight of {scorer.name} must be a finite number >= 0; got {weight}.")
 
     def distance_rows(self, catalog: Catalog, rows: Sequence[int]) -> np.ndarray:
+        return self.row_ranker(catalog)(rows)
+
+    def row_ranker(self, catalog: Catalog) -> Callable[[Sequence[int]], np.ndarray]:
         if not any(weight for _, weight in self.parts):
             raise ValueError(f"{self.name}: every weight is 0, so nothing ranks the items.")
-        return fuse_rows(
-            [(scorer.distance_rows(catalog, rows), weight) for scorer, weight in self.parts if weight], rows
-        )
+        parts = [(scorer.row_ranker(catalog), weight) for scorer, weight in self.parts if weight]
+        return lambda rows: fuse_rows([(rank(rows), weight) for rank, weight in parts], rows)
 
 
 def fuse_rows(parts: Sequence[tuple[np.ndarray, float]], queries: Sequence[int]) -> np.ndarray:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import logging
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -58,6 +58,12 @@ class Scorer(ABC):
         """A float ``[len(rows), N]`` array: row ``i`` holds the distances from item ``rows[i]``
         to every item, itself included (rankers ignore that entry)."""
 
+    def row_ranker(self, catalog: Catalog) -> Callable[[Sequence[int]], np.ndarray]:
+        """``distance_rows`` of ``catalog`` for many calls: what every call shares (fitting,
+        encoding) is done once, here, so that a caller can walk the whole catalog a chunk of rows
+        at a time (``evaluation.shared_neighbours``). By default each call does all the work again."""
+        return lambda rows: self.distance_rows(catalog, rows)
+
     def nearest(self, catalog: Catalog, queries: Sequence[int], k: int) -> TopK:
         """The ``k`` nearest other items of each of ``queries``, nearest first, from their whole
         distance rows (``VectorScorer`` searches its vectors instead)."""
@@ -84,6 +90,10 @@ class VectorScorer(Scorer):
 
     def distance_rows(self, catalog: Catalog, rows: Sequence[int]) -> np.ndarray:
         return distance_rows(self.item_vectors(catalog), self.distance, rows)
+
+    def row_ranker(self, catalog: Catalog) -> Callable[[Sequence[int]], np.ndarray]:
+        vectors = self.item_vectors(catalog)
+        return lambda rows: distance_rows(vectors, self.distance, rows)
 
     def nearest(self, catalog: Catalog, queries: Sequence[int], k: int) -> TopK:
         return top_k(self.item_vectors(catalog), self.distance, k, queries=queries)

@@ -9,11 +9,12 @@ has seen) and the recipe command that trains its default model. The command
    there is reused, so an interrupted run goes on where it stopped);
 2. ranks each catalog view with TF-IDF per field, the zero-shot starting encoder and every
    trained model (Metric_Inf, at the ``max_length`` the recipe chooses from the catalog), each
-   encoder also in the hybrid with TF-IDF that ``evaluate`` and ``recommend`` rank with
-   (``evaluation.hybrid``), on every split;
+   encoder also in the hybrid with TF-IDF (``evaluation.hybrid``) and in the hybrid re-ranked by
+   shared neighbours (``evaluation.shared_neighbours``), which ``evaluate`` and ``recommend`` rank
+   with, on every split;
 3. writes one JSON line per (benchmark, view, split, model, training seed) and prints the tables:
    one per split, each model's mean and standard deviation over training seeds, and the trained
-   model's gain over its start, alone and in the hybrid.
+   model's gain over its start under each of those rankings.
 
 The TF-IDF rows are deterministic: ``tests/scripts/test_quality_tables.py`` recomputes them and
 fails when README.md states other numbers.
@@ -43,6 +44,11 @@ from metricbert_trainer.data.lengths import data_driven_max_length
 from metricbert_trainer.evaluation.evaluator import evaluate_distance_rows
 from metricbert_trainer.evaluation.hybrid import DEFAULT_TFIDF_WEIGHT, with_tfidf
 from metricbert_trainer.evaluation.scorers import EncoderScorer, Scorer, TfidfScorer, load_encoder
+from metricbert_trainer.evaluation.shared_neighbours import (
+    DEFAULT_NEIGHBOURS,
+    DEFAULT_WEIGHT,
+    SharedNeighbourScorer,
+)
 from metricbert_trainer.publishing.markdown import markdown_table
 
 logger = logging.getLogger(__name__)
@@ -53,16 +59,28 @@ VIEWS = ("plain", "masked")
 TFIDF = "TF-IDF (per field)"
 ZERO_SHOT = "MiniLM zero-shot"
 TRAINED = "default recipe"
-# Each encoder is also ranked as the hybrid evaluate and recommend use by default (evaluation.hybrid).
+# Each encoder is also ranked as the hybrid (evaluation.hybrid), then as evaluate and recommend rank
+# by default: the hybrid re-ranked by shared neighbours (evaluation.shared_neighbours).
 HYBRID = f" + TF-IDF {DEFAULT_TFIDF_WEIGHT:g}"
+RERANKED = f" + shared neighbours {DEFAULT_NEIGHBOURS}"
+
+
+def ranked_as(model: str) -> tuple[str, ...]:
+    """The result rows' names of ``model``: alone, in the hybrid, re-ranked (when the default re-ranks)."""
+    return (model, fused(model), *((reranked(model),) if DEFAULT_NEIGHBOURS else ()))
+
+
+def encoder_of(name: str) -> str:
+    """The encoder a result row's name ranks with (``ranked_as`` undone)."""
+    return name.removesuffix(RERANKED).removesuffix(HYBRID)
 
 
 def gains(trained: str) -> tuple[tuple[str, str, str], ...]:
-    """A trained model's gain rows over its start, encoder alone and in the hybrid:
+    """A trained model's gain rows over its start under each of ``ranked_as``'s rankings:
     (gain row, trained, start)."""
-    return (
-        (f"{trained} - zero-shot", trained, ZERO_SHOT),
-        (f"{trained}{HYBRID} - zero-shot{HYBRID}", f"{trained}{HYBRID}", f"{ZERO_SHOT}{HYBRID}"),
+    return tuple(
+        (f"{model} - {start.replace(ZERO_SHOT, 'zero-shot')}", model, start)
+        for model, start in zip(ranked_as(trained), ranked_as(ZERO_SHOT), strict=True)
     )
 
 
@@ -171,6 +189,11 @@ def fused(model: str) -> str:
     return f"{model}{HYBRID}"
 
 
+def reranked(model: str) -> str:
+    """The result rows' name of ``model``'s hybrid re-ranked by shared neighbours."""
+    return f"{fused(model)}{RERANKED}"
+
+
 def score_rows(
     benchmark: Benchmark,
     views: dict[str, Catalog],
@@ -255,14 +278,17 @@ def encoder_rows(
     models: Sequence[str] = (TRAINED,),
     views: Sequence[str] = VIEWS,
 ) -> Iterator[dict]:
-    """Each encoder's rows (``encoder_scorers``) on ``views``, alone and in the hybrid."""
+    """Each encoder's rows (``encoder_scorers``) on ``views``, under each ranking of ``ranked_as``."""
     catalogs = catalog_views(benchmark)
     annotations = split_annotations(benchmark, catalogs["plain"])
     views = {view: catalogs[view] for view in views}
     for name, seed, view, scorer in encoder_scorers(spec, benchmark, models_dir, views, models):
         catalog = {view: views[view]}
-        yield from score_rows(benchmark, catalog, annotations, name, scorer, seed)
-        yield from score_rows(benchmark, catalog, annotations, fused(name), with_tfidf(scorer), seed)
+        rankings = [scorer, with_tfidf(scorer)]
+        if DEFAULT_NEIGHBOURS:
+            rankings.append(SharedNeighbourScorer(rankings[1], DEFAULT_NEIGHBOURS, DEFAULT_WEIGHT))
+        for row_name, ranker in zip(ranked_as(name), rankings, strict=True):
+            yield from score_rows(benchmark, catalog, annotations, row_name, ranker, seed)
 
 
 def summarise(
@@ -308,19 +334,11 @@ def tables(rows: Iterable[dict], command: str = COMMAND) -> dict[str, str]:
     in the hybrid, and their gains; each table headed by the seeds it counts and ``command``."""
     rows = list(rows)
     trained = list(dict.fromkeys(row["model"] for row in rows if row["train_seed"] is not None))
-    trained = sorted(
-        (name for name in trained if not name.endswith(HYBRID)), key=lambda name: name != TRAINED
-    )
+    trained = sorted((name for name in trained if encoder_of(name) == name), key=lambda name: name != TRAINED)
     grouped = summarise(rows, trained)
     benchmarks = list(dict.fromkeys(row["benchmark"] for row in rows))
     gain_rows = [gain for name in trained for gain, _, _ in gains(name)]
-    models = [
-        TFIDF,
-        ZERO_SHOT,
-        fused(ZERO_SHOT),
-        *(m for name in trained for m in (name, fused(name))),
-        *gain_rows,
-    ]
+    models = [TFIDF, *ranked_as(ZERO_SHOT), *(m for name in trained for m in ranked_as(name)), *gain_rows]
     headers = ["benchmark", "view", "model", *(metric.upper() for metric in METRICS)]
     result = {}
     for split in SPLITS:
@@ -439,7 +457,7 @@ def ranked_rows(spec: QualitySpec, options: argparse.Namespace, kept: list[dict]
     def recomputed(row: dict) -> bool:
         """Whether this run writes the row anew: a trained model's rows of the other training
         seeds stay (seeds trained by separate calls add up)."""
-        model = row["model"].removesuffix(HYBRID)
+        model = encoder_of(row["model"])
         encoder = not options.tfidf_only and model in ranked and row["view"] in options.views
         this_seed = row["train_seed"] is None or row["train_seed"] in spec.train_seeds
         return row["benchmark"] in names and (model == TFIDF or (encoder and this_seed))

@@ -43,11 +43,13 @@ def test_evaluate_prints_a_table_and_writes_json(files, tiny_model_path, tmp_pat
     assert code == 0
     table = capsys.readouterr().out
     assert "| Scorer | MPR | MRR | HR@10 | HR@100 | raw MPR |" in table
-    assert "| tiny (Metric_Inf) + TF-IDF 0.2 |" in table  # the hybrid by default
+    assert (
+        "| tiny (Metric_Inf) + TF-IDF 0.2 + shared neighbours 20 |" in table
+    )  # the re-ranked hybrid by default
     report = json.loads(output.read_text())
     assert report["num_items"] == 60 and report["num_seeds"] == 3 and report["num_pairs"] == 6
     assert report["scorer"] == "metric_inf" and set(report["metrics"]) >= {"mpr", "raw_mpr", "hr@100"}
-    assert report["tfidf_weight"] == 0.2
+    assert report["tfidf_weight"] == 0.2 and report["shared_neighbours"] == 20
     assert (tmp_path / "cache.npz").is_file()
 
 
@@ -55,7 +57,7 @@ def test_evaluate_ranks_by_the_model_alone_or_by_tfidf_alone_at_the_weights_ends
     files, tiny_model_path, tmp_path
 ):
     common = ["--catalog", str(files / "wines.csv"), "--annotations", str(files / "annotations.csv")]
-    common += ["--max-length", "64", "--cache", str(tmp_path / "cache.npz")]
+    common += ["--max-length", "64", "--cache", str(tmp_path / "cache.npz"), "--shared-neighbours", "0"]
     metrics = {}
     for weight in ("0", "1"):
         output = tmp_path / f"{weight}.json"
@@ -76,6 +78,54 @@ def test_evaluate_ranks_by_the_model_alone_or_by_tfidf_alone_at_the_weights_ends
     )
     tfidf = json.loads((tmp_path / "tfidf" / "results.json").read_text())["results"][0]["metrics"]
     assert metrics["1"] == tfidf and metrics["0"] != tfidf
+
+
+def test_evaluate_and_recommend_rerank_by_shared_neighbours_when_asked(
+    files, tiny_model_path, tmp_path, capsys
+):
+    common = ["--model", tiny_model_path, "--catalog", str(files / "wines.csv"), "--max-length", "64"]
+    common += ["--cache", str(tmp_path / "cache.npz")]
+    reports = {}
+    for neighbours in ("0", "5"):
+        output = tmp_path / f"{neighbours}.json"
+        command = [
+            "evaluate",
+            *common,
+            "--annotations",
+            str(files / "annotations.csv"),
+            "--output",
+            str(output),
+        ]
+        assert main([*command, "--shared-neighbours", neighbours, "--shared-neighbour-weight", "0.7"]) == 0
+        reports[neighbours] = json.loads(output.read_text())
+    assert reports["0"]["shared_neighbours"] == 0 and reports["0"]["shared_neighbour_weight"] is None
+    assert reports["5"]["shared_neighbours"] == 5 and reports["5"]["shared_neighbour_weight"] == 0.7
+    assert reports["5"]["metrics"] != reports["0"]["metrics"]
+    assert "(Metric_Inf) + TF-IDF 0.2 + shared neighbours 5 |" in capsys.readouterr().out
+    compare = [
+        "compare",
+        *common[2:6],
+        "--annotations",
+        str(files / "annotations.csv"),
+        "--modes",
+        "metric_inf",
+    ]
+    compare += [
+        "--models",
+        f"tiny={tiny_model_path}",
+        "--tfidf-weight",
+        "0.2",
+        "--output-dir",
+        str(tmp_path / "c"),
+    ]
+    assert main([*compare, "--shared-neighbours", "5", "--shared-neighbour-weight", "0.7"]) == 0
+    rows = json.loads((tmp_path / "c" / "results.json").read_text())["results"]
+    assert [row["name"] for row in rows][-1] == "tiny (Metric_Inf) + TF-IDF 0.2 + shared neighbours 5"
+    assert rows[-1]["metrics"] == reports["5"]["metrics"]
+    assert main(["recommend", *common, "--item", "7", "--shared-neighbours", "5"]) == 0
+    assert ", re-ranked by 5 shared neighbours (weight 0.5); distances in standard deviations" in (
+        capsys.readouterr().out
+    )
 
 
 def test_recommend_lists_neighbours_without_the_item(files, tiny_model_path, capsys):
@@ -209,6 +259,14 @@ def test_errors_are_reported_not_raised(files, tiny_model_path, tmp_path, capsys
         (
             ["evaluate", "--model", "m", "--annotations", "a", "--tfidf-weight", "1.5"],
             "argument --tfidf-weight: must lie between 0 and 1; got 1.5",
+        ),
+        (
+            ["evaluate", "--model", "m", "--annotations", "a", "--shared-neighbours", "-1"],
+            "argument --shared-neighbours: must be at least 0; got -1",
+        ),
+        (
+            ["recommend", "--model", "m", "--item", "1", "--shared-neighbour-weight", "0"],
+            "argument --shared-neighbour-weight: must be above 0",
         ),
         (
             [

@@ -3,29 +3,12 @@
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 import pytest
-from transformers import AutoTokenizer, BertModel
 
 from metricbert_trainer.data.annotations import Annotations
-from metricbert_trainer.data.catalog import load_catalog
 from metricbert_trainer.evaluation.evaluator import evaluate_scorer
 from metricbert_trainer.evaluation.hybrid import FusedScorer, standardised_rows, with_tfidf
-from metricbert_trainer.evaluation.scorers import EncoderScorer, LdaScorer, TfidfScorer
-
-
-@pytest.fixture(scope="module")
-def catalog(wines_csv):
-    return load_catalog(pd.read_csv(wines_csv, dtype=str, nrows=80))
-
-
-@pytest.fixture(scope="module")
-def encoder(tiny_model_path):
-    return EncoderScorer(
-        BertModel.from_pretrained(tiny_model_path),
-        AutoTokenizer.from_pretrained(tiny_model_path),
-        max_length=48,
-    )
+from metricbert_trainer.evaluation.scorers import LdaScorer, TfidfScorer
 
 
 def test_each_row_is_standardised_over_its_candidates_the_query_left_out():
@@ -40,41 +23,41 @@ def test_each_row_is_standardised_over_its_candidates_the_query_left_out():
     assert np.allclose(standardised_rows(np.array([[100.0, 1.0, 2.0, 3.0]]), [0])[0, 1:], candidates[0])
 
 
-def test_one_scorer_alone_ranks_as_it_does_unfused(catalog):
+def test_one_scorer_alone_ranks_as_it_does_unfused(wines_80):
     annotations = Annotations(similar={0: (5, 9), 3: (4,), 17: (30, 31, 32)}, source="hand-made")
     tfidf = TfidfScorer()
-    alone = evaluate_scorer(tfidf, catalog, annotations)
+    alone = evaluate_scorer(tfidf, wines_80, annotations)
     assert (
-        evaluate_scorer(with_tfidf(LdaScorer(num_topics=3, max_iter=2), 1.0), catalog, annotations) == alone
+        evaluate_scorer(with_tfidf(LdaScorer(num_topics=3, max_iter=2), 1.0), wines_80, annotations) == alone
     )
     assert with_tfidf(tfidf, 0.0) is tfidf
 
 
-def test_the_fused_rows_are_the_weighted_standardised_rows(catalog, encoder):
+def test_the_fused_rows_are_the_weighted_standardised_rows(wines_80, tiny_encoder):
     seeds = [0, 3, 17]
-    fused = with_tfidf(encoder, 0.25).distance_rows(catalog, seeds)
-    expected = 0.75 * standardised_rows(encoder.distance_rows(catalog, seeds), seeds)
-    expected += 0.25 * standardised_rows(TfidfScorer().distance_rows(catalog, seeds), seeds)
+    fused = with_tfidf(tiny_encoder, 0.25).distance_rows(wines_80, seeds)
+    expected = 0.75 * standardised_rows(tiny_encoder.distance_rows(wines_80, seeds), seeds)
+    expected += 0.25 * standardised_rows(TfidfScorer().distance_rows(wines_80, seeds), seeds)
     assert np.allclose(fused, expected, atol=1e-5)
     # The fusion moves the ranking: neither part's order is the fused one.
-    orders = [np.argsort(rows, axis=1) for rows in (fused, encoder.distance_rows(catalog, seeds))]
+    orders = [np.argsort(rows, axis=1) for rows in (fused, tiny_encoder.distance_rows(wines_80, seeds))]
     assert not np.array_equal(*orders)
 
 
-def test_nearest_lists_the_lowest_fused_distances_without_the_item(catalog, encoder):
-    hybrid = with_tfidf(encoder)
-    neighbours = hybrid.nearest(catalog, [7], 5)
-    row = hybrid.distance_rows(catalog, [7])[0]
+def test_nearest_lists_the_lowest_fused_distances_without_the_item(wines_80, tiny_encoder):
+    hybrid = with_tfidf(tiny_encoder)
+    neighbours = hybrid.nearest(wines_80, [7], 5)
+    row = hybrid.distance_rows(wines_80, [7])[0]
     row[7] = np.inf
     assert 7 not in neighbours.indices[0]
     assert list(neighbours.indices[0]) == list(np.argsort(row, kind="stable")[:5])
     assert np.all(np.diff(neighbours.distances[0]) >= 0)
 
 
-def test_weights_outside_their_range_are_refused(encoder):
+def test_weights_outside_their_range_are_refused(tiny_encoder):
     with pytest.raises(ValueError, match=r"\[0, 1\]"):
-        with_tfidf(encoder, 1.5)
+        with_tfidf(tiny_encoder, 1.5)
     with pytest.raises(ValueError, match="finite number >= 0"):
-        FusedScorer(parts=((encoder, float("nan")),))
+        FusedScorer(parts=((tiny_encoder, float("nan")),))
     with pytest.raises(ValueError, match="every weight is 0"):
-        FusedScorer(parts=((encoder, 0.0),)).distance_rows(None, [0])
+        FusedScorer(parts=((tiny_encoder, 0.0),)).distance_rows(None, [0])

@@ -1,0 +1,114 @@
+"""Shared-neighbour re-ranking: the lists, the overlaps, the re-ranked rows and what they change."""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from metricbert_trainer.data.catalog import load_catalog
+from metricbert_trainer.evaluation.hybrid import standardised_rows, with_tfidf
+from metricbert_trainer.evaluation.scorers import TfidfScorer
+from metricbert_trainer.evaluation.shared_neighbours import (
+    SharedNeighbourScorer,
+    membership,
+    neighbour_lists,
+    overlap_rows,
+)
+
+
+def nearest_by_sorting(rows: np.ndarray, neighbours: int) -> np.ndarray:
+    """Each item's nearest other items, from its whole row: the item itself left out, ties in catalog order."""
+    rows = rows.copy()
+    np.fill_diagonal(rows, np.inf)
+    return np.argsort(rows, axis=1, kind="stable")[:, :neighbours]
+
+
+def test_the_lists_hold_each_items_nearest_other_items_nearest_first_in_any_chunking(wines_80):
+    scorer = TfidfScorer()
+    expected = nearest_by_sorting(scorer.distance_rows(wines_80, range(len(wines_80))), 7)
+    for chunk in (13, 80, 512):
+        assert np.array_equal(neighbour_lists(scorer.row_ranker(wines_80), len(wines_80), 7, chunk), expected)
+
+
+def test_fewer_neighbours_are_the_head_of_longer_lists(wines_80, tiny_encoder):
+    """benchmarks/shared_neighbour_ranking.py lists the largest count once and takes heads."""
+    rank = with_tfidf(tiny_encoder).row_ranker(wines_80)
+    longest = neighbour_lists(rank, len(wines_80), 20)
+    for count in (1, 5, 10):
+        assert np.array_equal(neighbour_lists(rank, len(wines_80), count), longest[:, :count])
+
+
+def test_the_overlaps_are_the_jaccard_indices_of_each_item_with_its_neighbours():
+    lists = np.array([[1, 2], [0, 2], [3, 4], [2, 4], [3, 2]])
+    sets = [{item, *row} for item, row in enumerate(lists)]
+    expected = [[len(sets[q] & sets[c]) / len(sets[q] | sets[c]) for c in range(5)] for q in (0, 2)]
+    assert np.allclose(overlap_rows(membership(lists), [0, 2]), expected)
+    assert np.allclose(overlap_rows(membership(lists), [0, 2])[:, [0, 2]], [[1.0, 0.2], [0.2, 1.0]])
+
+
+def test_the_reranked_rows_fuse_the_base_rows_with_the_overlaps_each_standardised(wines_80, tiny_encoder):
+    hybrid = with_tfidf(tiny_encoder)
+    seeds = [0, 3, 17]
+    reranked = SharedNeighbourScorer(hybrid, neighbours=10, weight=0.4, chunk=32).distance_rows(
+        wines_80, seeds
+    )
+    everything = hybrid.distance_rows(wines_80, range(len(wines_80)))
+    sets = [{item, *row} for item, row in enumerate(nearest_by_sorting(everything, 10))]
+    jaccard = np.array([[len(sets[q] & s) / len(sets[q] | s) for s in sets] for q in seeds])
+    expected = 0.6 * standardised_rows(everything[seeds], seeds) + 0.4 * standardised_rows(-jaccard, seeds)
+    assert np.allclose(reranked, expected, atol=1e-4)
+
+
+def test_an_item_that_shares_no_word_with_the_query_but_its_neighbourhood_rises_above_one_that_does_not():
+    """ "alpha beta" and "gamma delta" share no word, but the same four items bridge them; "omega
+    psi" shares no word with the query either, and comes first in the catalog. TF-IDF cannot tell
+    the two apart and keeps catalog order; the shared neighbours put the bridged item first."""
+    texts = ["alpha beta", "omega psi", "gamma delta", "alpha gamma", "beta delta", "alpha delta"]
+    texts += ["beta gamma", "omega chi", "psi phi", "omega phi", "psi chi"]
+    catalog = load_catalog(pd.DataFrame({"id": range(len(texts)), "title": texts, "description": texts}))
+    query, bridged, unrelated = 0, 2, 1
+    base = TfidfScorer().distance_rows(catalog, [query])[0]
+    assert base[bridged] == base[unrelated]
+    reranked = SharedNeighbourScorer(TfidfScorer(), neighbours=4, weight=0.5).distance_rows(catalog, [query])[
+        0
+    ]
+    assert reranked[bridged] < reranked[unrelated]
+    order = [item for item in np.argsort(reranked, kind="stable") if item != query]
+    assert order.index(bridged) < order.index(unrelated)
+
+
+def test_the_catalog_is_encoded_once_however_many_chunks_the_lists_take(wines_80, tiny_encoder):
+    forwards = []
+    hook = tiny_encoder.model.register_forward_hook(lambda *_: forwards.append(1))
+    try:
+        tiny_encoder.distance_rows(wines_80, [0])
+        once = len(forwards)
+        forwards.clear()
+        SharedNeighbourScorer(with_tfidf(tiny_encoder), neighbours=5, weight=0.5, chunk=8).distance_rows(
+            wines_80, [0]
+        )
+    finally:
+        hook.remove()
+    assert once > 0 and len(forwards) == once
+
+
+def test_a_catalog_too_small_for_the_lists_is_ranked_by_the_base_alone_with_a_warning(wines_80, caplog):
+    texts = {"title": ["red fruit", "fruit oak", "oak red"], "description": ["red", "fruit", "oak"]}
+    small = load_catalog(pd.DataFrame({"id": ["a", "b", "c"], **texts}))
+    scorer = SharedNeighbourScorer(TfidfScorer(), neighbours=2, weight=0.5)
+    with caplog.at_level(logging.WARNING, logger="metricbert_trainer.evaluation.shared_neighbours"):
+        rows = scorer.distance_rows(small, [0, 1])
+    assert np.array_equal(rows, TfidfScorer().distance_rows(small, [0, 1]))
+    assert "3 items are too few for 2 shared neighbours" in caplog.text
+
+
+@pytest.mark.parametrize(
+    ("neighbours", "weight", "message"),
+    [(0, 0.5, "at least 1"), (5, 0.0, r"\(0, 1\]"), (5, 1.5, r"\(0, 1\]")],
+)
+def test_settings_that_would_not_rerank_are_refused(neighbours, weight, message):
+    with pytest.raises(ValueError, match=message):
+        SharedNeighbourScorer(TfidfScorer(), neighbours=neighbours, weight=weight)
