@@ -168,7 +168,7 @@ def scorers(args: argparse.Namespace, catalog: Catalog) -> Iterator[tuple[Scorer
             if args.shared_neighbours:
                 settings = {
                     "shared_neighbours": args.shared_neighbours,
-                    "weight": args.shared_neighbour_weight,
+                    "shared_neighbour_weight": args.shared_neighbour_weight,
                 }
                 yield (
                     SharedNeighbourScorer(scorer, args.shared_neighbours, args.shared_neighbour_weight),

@@ -105,6 +105,13 @@ def weights(path: Path) -> dict[str, torch.Tensor]:
     return AutoModelForMaskedLM.from_pretrained(masked_lm_location(str(path))).state_dict()
 
 
+# ZeRO-3 and FSDP2 reduce in other orders than DDP. With the whole objective (MLM, head warm-up,
+# guard, teacher) their weights ended within 1e-5 of DDP's on an AVX2-only EPYC and up to 1.6e-5
+# away on an AVX-512 one (2026-11-28, the same code): float rounding, far below what these tests
+# catch (a head left cold misses by 5.7e-3; the weights move by ~1e-3 a step).
+WHOLE_OBJECTIVE_ATOL = 5e-5
+
+
 def assert_same_weights(actual: Path, expected: Path, atol: float = 1e-6) -> None:
     actual_weights, expected_weights = weights(actual), weights(expected)
     assert actual_weights.keys() == expected_weights.keys()
@@ -280,7 +287,7 @@ def test_zero3_warms_the_partitioned_head_up_as_ddp_does_and_consolidates(
     assert (consolidated / "model.safetensors").is_file() and (consolidated / "tokenizer.json").is_file()
     assert (consolidated / "modules.json").is_file() and (consolidated / "README.md").is_file()
     AutoModel.from_pretrained(consolidated)
-    assert_same_weights(consolidated, ddp_whole_objective_run, atol=1e-5)
+    assert_same_weights(consolidated, ddp_whole_objective_run, atol=WHOLE_OBJECTIVE_ATOL)
 
 
 def test_fsdp2_shards_the_whole_objective_trains_like_ddp_and_resumes_exactly(
@@ -297,7 +304,7 @@ def test_fsdp2_shards_the_whole_objective_trains_like_ddp_and_resumes_exactly(
         "FSDP2: 2 layers sharded in groups of their own, BertEmbeddings and BertOnlyMLMHead" in result.stderr
     )
     assert (output_dir / "checkpoint-4" / "pytorch_model_fsdp.bin").is_file()
-    assert_same_weights(output_dir, ddp_whole_objective_run, atol=1e-5)
+    assert_same_weights(output_dir, ddp_whole_objective_run, atol=WHOLE_OBJECTIVE_ATOL)
     AutoModel.from_pretrained(output_dir)
 
     resumed = tmp_path / "fsdp2-resumed"
