@@ -528,23 +528,30 @@ def shared_neighbours_row(items: int, neighbours: int) -> dict:
     fitted = time.perf_counter() - started
     started = time.perf_counter()
     teacher_neighbour_lists(encoder, matrices, tfidf_weight=0.2, neighbours=neighbours)
-    return {"tfidf": fitted, "lists": time.perf_counter() - started, "peak_gib": peak_rss_gib()}
+    return {"prepared": fitted, "lists": time.perf_counter() - started, "peak_gib": peak_rss_gib()}
 
 
-def run_shared_neighbours(arguments: argparse.Namespace) -> None:
-    neighbours = recipe_shared_neighbours()
+def print_list_timings(row, items: list[int], neighbours: int, prepared: str) -> None:
+    """One table row per catalog size: ``row`` (items, neighbours) in a fresh process, returning
+    the preparation's and the lists' seconds and peak RSS; the lists projected to 1M items by ``N^2``."""
     print(
-        f"| items | TF-IDF fit and rows (s) | nearest {neighbours} of each item (s) | peak RSS GiB | "
+        f"| items | {prepared} (s) | nearest {neighbours} of each item (s) | peak RSS GiB | "
         "lists at 1M items, by N^2 (h) |\n|---:|---:|---:|---:|---:|"
     )
-    for items in arguments.items:
-        result = in_fresh_process(shared_neighbours_row, items, neighbours)
-        projected = result["lists"] * (1_000_000 / items) ** 2 / 3600
+    for count in items:
+        result = in_fresh_process(row, count, neighbours)
+        projected = result["lists"] * (1_000_000 / count) ** 2 / 3600
         print(
-            f"| {items:,} | {result['tfidf']:.1f} | {result['lists']:.1f} | {result['peak_gib']:.2f} | "
+            f"| {count:,} | {result['prepared']:.1f} | {result['lists']:.1f} | {result['peak_gib']:.2f} | "
             f"{projected:.1f} |",
             flush=True,
         )
+
+
+def run_shared_neighbours(arguments: argparse.Namespace) -> None:
+    print_list_timings(
+        shared_neighbours_row, arguments.items, recipe_shared_neighbours(), "TF-IDF fit and rows"
+    )
 
 
 def rerank_row(items: int, neighbours: int) -> dict:
@@ -588,18 +595,7 @@ def rerank_row(items: int, neighbours: int) -> dict:
 def run_rerank(arguments: argparse.Namespace) -> None:
     from metricbert_trainer.evaluation.shared_neighbours import DEFAULT_NEIGHBOURS
 
-    print(
-        f"| items | hybrid prepared (s) | nearest {DEFAULT_NEIGHBOURS} of each item (s) | peak RSS GiB | "
-        "lists at 1M items, by N^2 (h) |\n|---:|---:|---:|---:|---:|"
-    )
-    for items in arguments.items:
-        result = in_fresh_process(rerank_row, items, DEFAULT_NEIGHBOURS)
-        projected = result["lists"] * (1_000_000 / items) ** 2 / 3600
-        print(
-            f"| {items:,} | {result['prepared']:.1f} | {result['lists']:.1f} | {result['peak_gib']:.2f} | "
-            f"{projected:.1f} |",
-            flush=True,
-        )
+    print_list_timings(rerank_row, arguments.items, DEFAULT_NEIGHBOURS, "hybrid prepared")
 
 
 def main() -> None:

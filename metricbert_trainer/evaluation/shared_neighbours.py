@@ -79,6 +79,12 @@ def overlap_rows(members: sparse.csr_matrix, rows: Sequence[int]) -> np.ndarray:
     return shared / (2 * size - shared)
 
 
+def reranked_rows(base: np.ndarray, overlaps: np.ndarray, weight: float, rows: Sequence[int]) -> np.ndarray:
+    """The formula of this module's docstring: ``base``'s distance rows from ``rows`` and their
+    overlaps (``overlap_rows``), each standardised per query, fused at ``weight``."""
+    return fuse_rows([(base, 1 - weight), (-overlaps, weight)], rows)
+
+
 @dataclass
 class SharedNeighbourScorer(Scorer):
     """``base`` re-ranked by shared neighbours: each item's ``neighbours`` nearest items under
@@ -119,8 +125,4 @@ class SharedNeighbourScorer(Scorer):
         members = membership(neighbour_lists(rank, len(catalog), self.neighbours, self.chunk))
         logger.info("%s: listed in %.1f s.", self.name, time.perf_counter() - started)
 
-        def rerank(rows: Sequence[int]) -> np.ndarray:
-            overlaps = overlap_rows(members, rows)
-            return fuse_rows([(rank(rows), 1 - self.weight), (-overlaps, self.weight)], rows)
-
-        return rerank
+        return lambda rows: reranked_rows(rank(rows), overlap_rows(members, rows), self.weight, rows)

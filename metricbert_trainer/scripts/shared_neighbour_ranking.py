@@ -16,13 +16,14 @@ from functools import partial
 from pathlib import Path
 
 from metricbert_trainer.evaluation.evaluator import evaluate_distance_rows
-from metricbert_trainer.evaluation.hybrid import fuse_rows, with_tfidf
+from metricbert_trainer.evaluation.hybrid import with_tfidf
 from metricbert_trainer.evaluation.shared_neighbours import (
     DEFAULT_NEIGHBOURS,
     DEFAULT_WEIGHT,
     membership,
     neighbour_lists,
     overlap_rows,
+    reranked_rows,
 )
 from metricbert_trainer.scripts.dev_choice import (
     Gains,
@@ -65,8 +66,7 @@ def dev_rows(
             for count in neighbours:
                 overlaps = overlap_rows(membership(lists[:, :count]), dev.seeds)
                 for weight in weights:
-                    parts = [(hybrid, 1 - weight), (-overlaps, weight)]
-                    settings[(count, weight)] = fuse_rows(parts, dev.seeds)
+                    settings[(count, weight)] = reranked_rows(hybrid, overlaps, weight, dev.seeds)
             for (count, weight), distances in settings.items():
                 metrics = evaluate_distance_rows(distances, dev)
                 rows.append(
