@@ -6,7 +6,7 @@ Pseudo-labels teach a student only what the teacher knows beyond it (GPL), so be
 screen of ``teacher_shared_neighbours`` this ranks the dev seeds of both development benchmarks
 (benchmarks/quality.yaml), in both views, with the recipe's teacher applied to the whole catalog
 instead of a batch (``shared_neighbours.teacher_distance_rows``, the rows the lists are drawn from):
-the frozen start's ``Metric_Inf`` fused with word-piece TF-IDF (weight 0.2), each standardised per
+the frozen start's ``Metric_Inf`` fused with word-piece TF-IDF (the recipes' ``teacher_tfidf_weight``), each standardised per
 query, at the recipe's ``max_length``; then with shared neighbours,
 ``(1 - g) * teacher + g * z(-overlap)``, the lists from ``shared_neighbours.teacher_neighbour_lists``
 and the overlaps those of ``evaluation.shared_neighbours``. The start's vectors are the quality tables' zero-shot encodings (``--models-dir``, encoded there if
@@ -25,8 +25,9 @@ from transformers import AutoTokenizer
 
 from metricbert_trainer.base.modeling import resolve_model_name
 from metricbert_trainer.evaluation.evaluator import evaluate_distance_rows
-from metricbert_trainer.evaluation.hybrid import DEFAULT_TFIDF_WEIGHT, standardised_rows
+from metricbert_trainer.evaluation.hybrid import standardised_rows
 from metricbert_trainer.evaluation.shared_neighbours import membership, overlap_rows
+from metricbert_trainer.metricbert.config import MetricBertConfig
 from metricbert_trainer.metricbert.shared_neighbours import teacher_distance_rows, teacher_neighbour_lists
 from metricbert_trainer.metricbert.token_tfidf import TokenTfidf
 from metricbert_trainer.publishing.markdown import markdown_table
@@ -38,6 +39,8 @@ from metricbert_trainer.scripts.quality_tables import (
 )
 
 SHOWN = ("mpr", "map", "hr@100", "ndcg@20")
+# The teacher's own weight, which training uses (not the inference ranking's --tfidf-weight).
+TEACHER_TFIDF_WEIGHT = MetricBertConfig.__dataclass_fields__["teacher_tfidf_weight"].default
 
 
 def view_rows(name: str, catalog, scorer, dev, tokenizer, options: argparse.Namespace) -> list[list[str]]:
@@ -50,7 +53,7 @@ def view_rows(name: str, catalog, scorer, dev, tokenizer, options: argparse.Name
         tfidf.catalog_vectors(field, tokenizer, texts, scorer.max_length) for field, texts in columns.items()
     ]
     teacher = teacher_distance_rows(
-        encoder, matrices, torch.from_numpy(seeds), tfidf_weight=DEFAULT_TFIDF_WEIGHT
+        encoder, matrices, torch.from_numpy(seeds), tfidf_weight=TEACHER_TFIDF_WEIGHT
     ).numpy()
     rows = []
 
@@ -59,11 +62,11 @@ def view_rows(name: str, catalog, scorer, dev, tokenizer, options: argparse.Name
         rows.append([*name.split("/"), label, *(f"{metrics[metric]:.2f}" for metric in SHOWN)])
         print(" | ".join(rows[-1]), flush=True)
 
-    report(f"teacher (start + word-piece TF-IDF {DEFAULT_TFIDF_WEIGHT:g})", teacher)
+    report(f"teacher (start + word-piece TF-IDF {TEACHER_TFIDF_WEIGHT:g})", teacher)
     for neighbours in options.neighbours:
         started = time.perf_counter()
         lists = teacher_neighbour_lists(
-            encoder, matrices, tfidf_weight=DEFAULT_TFIDF_WEIGHT, neighbours=neighbours
+            encoder, matrices, tfidf_weight=TEACHER_TFIDF_WEIGHT, neighbours=neighbours
         )
         print(f"{name}: {neighbours} neighbours listed in {time.perf_counter() - started:.1f} s", flush=True)
         overlaps = standardised_rows(-overlap_rows(membership(lists.numpy()), seeds), seeds)

@@ -1,8 +1,8 @@
 """The ``metricbert`` command: evaluate a model, list an item's neighbours, compare against baselines.
 
-    metricbert evaluate --model PATH --catalog CSV --annotations FILE [--scorer metric_inf] [--tfidf-weight 0.2]
+    metricbert evaluate --model PATH --catalog CSV --annotations FILE [--scorer metric_inf] [--tfidf-weight 0.3]
         [--output JSON]
-    metricbert recommend --model PATH --catalog CSV --item ID [--top-k 10] [--tfidf-weight 0.2]
+    metricbert recommend --model PATH --catalog CSV --item ID [--top-k 10] [--tfidf-weight 0.3]
     metricbert compare --catalog CSV --annotations FILE --baselines tfidf lda --models PATH [...]
         [--sbert PATH ...] [--recobert PATH ...] --output-dir DIR
     metricbert report --catalog CSV --annotations FILE --baselines tfidf --models PATH [...] --output report.html

@@ -8,6 +8,7 @@ from pathlib import Path
 from metricbert_trainer.cli.options import (
     annotation_options,
     catalog_options,
+    check_caches,
     load_cli_catalog,
     model_options,
     name_and_path,
@@ -19,7 +20,6 @@ from metricbert_trainer.cli.options import (
 )
 from metricbert_trainer.data.annotations import load_annotations
 from metricbert_trainer.data.output_files import check_new_file
-from metricbert_trainer.evaluation.encoding import check_cache_path
 from metricbert_trainer.evaluation.evaluator import evaluate_scorer
 from metricbert_trainer.evaluation.scorers import load_encoder
 
@@ -39,8 +39,7 @@ def run(args: argparse.Namespace) -> int:
         check_new_file(
             args.output, option="--output", reads=[args.catalog, args.annotations], overwrite=args.overwrite
         )
-    if args.cache:
-        check_cache_path(args.cache)
+    check_caches(args)
     catalog = load_cli_catalog(args)
     annotations = load_annotations(args.annotations, catalog, on_unmatched=args.on_unmatched)
     name, path = name_and_path(args.model)

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from metricbert_trainer.data.annotations import ON_UNMATCHED, Annotations
 from metricbert_trainer.data.catalog import Catalog, load_catalog
+from metricbert_trainer.evaluation.encoding import check_cache_path
 from metricbert_trainer.evaluation.hybrid import DEFAULT_TFIDF_WEIGHT, with_tfidf
 from metricbert_trainer.evaluation.neighbours import CONCAT, METRIC_INF, mode_label
 from metricbert_trainer.evaluation.scorers import EncoderScorer, Scorer
@@ -19,6 +20,8 @@ from metricbert_trainer.evaluation.shared_neighbours import (
     DEFAULT_NEIGHBOURS,
     DEFAULT_WEIGHT,
     SharedNeighbourScorer,
+    check_lists_cache_path,
+    lists_cache_beside,
 )
 from metricbert_trainer.publishing.markdown import escape_markdown, markdown_table
 
@@ -118,7 +121,8 @@ def model_options() -> argparse.ArgumentParser:
     parser.add_argument(
         "--cache",
         default=None,
-        help="An .npz to keep the catalog embeddings in and reuse (it only ever replaces such a cache).",
+        help="An .npz to keep the catalog embeddings in and reuse (it only ever replaces such a cache); the "
+        "re-ranking's shared-neighbour lists are kept beside it (NAME.shared-neighbours.npz).",
     )
     parser.add_argument(
         "--tfidf-weight",
@@ -171,13 +175,27 @@ def ranking_scorer(
     args: argparse.Namespace, model, tokenizer, name: str, cache_path: str | None = None
 ) -> Scorer:
     """How ``evaluate`` and ``recommend`` rank: the model under ``--scorer``, fused with TF-IDF
-    at ``--tfidf-weight`` (the model alone at 0), re-ranked by ``--shared-neighbours`` (not at 0)."""
+    at ``--tfidf-weight`` (the model alone at 0), re-ranked by ``--shared-neighbours`` (not at 0),
+    whose lists are kept beside the embedding cache ``cache_path`` when there is one."""
     scorer = with_tfidf(
         encoder_scorer(args, model, tokenizer, args.scorer, name, cache_path=cache_path), args.tfidf_weight
     )
     if not args.shared_neighbours:
         return scorer
-    return SharedNeighbourScorer(scorer, args.shared_neighbours, args.shared_neighbour_weight)
+    lists_cache = lists_cache_beside(cache_path) if cache_path else None
+    return SharedNeighbourScorer(
+        scorer, args.shared_neighbours, args.shared_neighbour_weight, lists_cache=lists_cache
+    )
+
+
+def check_caches(args: argparse.Namespace) -> None:
+    """Before any work: ``--cache`` and, when the ranking re-ranks, the lists cache kept beside it
+    name files a cache may replace (``ranking_scorer``)."""
+    if not args.cache:
+        return
+    check_cache_path(args.cache)
+    if args.shared_neighbours:
+        check_lists_cache_path(lists_cache_beside(args.cache))
 
 
 def encoder_scorer(

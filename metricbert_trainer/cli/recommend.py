@@ -6,13 +6,13 @@ import argparse
 
 from metricbert_trainer.cli.options import (
     catalog_options,
+    check_caches,
     integer_at_least,
     load_cli_catalog,
     model_options,
     name_and_path,
     ranking_scorer,
 )
-from metricbert_trainer.evaluation.encoding import check_cache_path
 from metricbert_trainer.evaluation.neighbours import mode_label
 from metricbert_trainer.evaluation.scorers import load_encoder
 from metricbert_trainer.publishing.markdown import markdown_table
@@ -30,8 +30,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.cache:
-        check_cache_path(args.cache)
+    check_caches(args)
     catalog = load_cli_catalog(args)
     try:
         item = catalog.ids.index(args.item)

@@ -14,7 +14,7 @@ import contextlib
 import hashlib
 import json
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -139,16 +139,41 @@ def encode_catalog(
 
     The default mode, ``metric_inf``, gives one matrix per field; ``concat`` gives a single
     ``"concat"`` matrix of the fields joined by a space (see ``neighbours.catalog_views``).
+    ``cache_path`` and the rest: ``encode_views``.
+    """
+    return encode_views(
+        model,
+        tokenizer,
+        catalog_views(catalog, mode),
+        batch_size=batch_size,
+        max_length=max_length,
+        cache_path=cache_path,
+        show_progress=show_progress,
+        across_processes=across_processes,
+    )
+
+
+def encode_views(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    views: dict[str, list[str]],
+    *,
+    batch_size: int = 64,
+    max_length: int = 128,
+    cache_path: str | Path | None = None,
+    show_progress: bool = False,
+    across_processes: bool = False,
+) -> dict[str, np.ndarray]:
+    """Embeds each named list of texts of ``views``: one ``[len(texts), hidden]`` matrix per name.
 
     With ``cache_path``, the matrices are read from that ``.npz`` when its fingerprint (model
-    weights and config, tokenizer, ``max_length``, mode and texts) matches, and otherwise encoded
+    weights and config, tokenizer, ``max_length``, names and texts) matches, and otherwise encoded
     and written there, replacing the cache it held; a file there that is not an embedding cache is
     never replaced (``check_cache_path``). ``across_processes`` shares the encoding among
     the processes of a distributed run (see ``encode_texts``).
     """
-    views = catalog_views(catalog, mode)
 
-    def encode_views() -> dict[str, np.ndarray]:
+    def encode_all() -> dict[str, np.ndarray]:
         return {
             name: encode_texts(
                 model,
@@ -163,14 +188,14 @@ def encode_catalog(
         }
 
     if cache_path is None:
-        return encode_views()
+        return encode_all()
     cache_path = check_cache_path(cache_path)
     fingerprint = embedding_fingerprint(model, tokenizer, views, max_length=max_length)
     cached = _read_cache(cache_path, fingerprint, list(views))
     if cached is not None:
-        logger.info("Reusing catalog embeddings from %s.", cache_path)
+        logger.info("Reusing embeddings from %s.", cache_path)
         return cached
-    embeddings = encode_views()
+    embeddings = encode_all()
     _write_cache(cache_path, fingerprint, embeddings)
     return embeddings
 
@@ -229,15 +254,24 @@ def check_cache_path(path: str | Path) -> Path:
     """``path`` as a ``Path``, after a ``UsageError`` when it names a folder or a file that is not
     an embedding cache: a mistyped ``--cache`` (the catalog, say) must not turn a user's file into
     an npz archive."""
+    return check_cache_file(
+        path, kind="embedding cache", is_cache=is_embedding_cache, instead="name another file for the cache"
+    )
+
+
+def check_cache_file(path: str | Path, *, kind: str, is_cache: Callable[[Path], bool], instead: str) -> Path:
+    """``path`` as a ``Path`` a cache of ``kind`` may be written to, after a ``UsageError`` when it
+    is a folder, a file ``is_cache`` does not recognise (``instead`` says what to do), or
+    unwritable: a cache replaces only what this library wrote as such a cache."""
     path = Path(path)
     if path.is_dir():
-        raise UsageError(f"the embedding cache {path} is a folder; name an .npz file")
-    if path.exists() and not is_embedding_cache(path):
+        raise UsageError(f"the {kind} {path} is a folder; name an .npz file")
+    if path.exists() and not is_cache(path):
+        article = "an" if kind[0] in "aeiou" else "a"
         raise UsageError(
-            f"{path} is not an embedding cache (an .npz this library wrote), so it is not replaced; name another "
-            "file for the cache"
+            f"{path} is not {article} {kind} (an .npz this library wrote), so it is not replaced; {instead}"
         )
-    problem = unwritable_problem(path.parent, option="the embedding cache", named=path)
+    problem = unwritable_problem(path.parent, option=f"the {kind}", named=path)
     if problem:
         raise UsageError(problem)
     return path
@@ -275,7 +309,7 @@ def _write_cache(path: Path, fingerprint: str, embeddings: dict[str, np.ndarray]
         fingerprint=np.array(fingerprint),
         **{f"view:{name}": matrix for name, matrix in embeddings.items()},
     )
-    logger.info("Wrote catalog embeddings to %s.", path)
+    logger.info("Wrote embeddings to %s.", path)
 
 
 def write_npz_whole(path: Path, **arrays: np.ndarray) -> None:

@@ -15,20 +15,25 @@ catalog; the re-ranked distance from a query ``q`` to a candidate ``c`` is
 ``S_i`` item ``i`` and its ``k`` neighbours, ``z_q`` the standardisation over the query's
 candidates of ``evaluation.hybrid``, ``g`` the weight. Listing compares every item with every
 other (``N^2`` distances, a chunk of rows at a time: seconds at 10^4 items, hours at 10^6,
-benchmarks/million_items.py), so the cost is the catalog's, even for one query.
+benchmarks/million_items.py), so the cost is the catalog's, even for one query. With a
+``lists_cache`` the lists are kept in an .npz and read back by the next call on the same catalog
+and base ranking (``lists_fingerprint``), so a command that is run again pays them once.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 from scipy import sparse
 
 from metricbert_trainer.data.catalog import Catalog
+from metricbert_trainer.evaluation.encoding import check_cache_file, write_npz_whole
 from metricbert_trainer.evaluation.hybrid import fuse_rows
 from metricbert_trainer.evaluation.scorers import Scorer
 
@@ -36,11 +41,16 @@ logger = logging.getLogger(__name__)
 
 # The re-ranking of ``evaluate`` and ``recommend``: the neighbours listed per item (0: no re-ranking)
 # and the overlap's weight. Chosen on the dev seeds of both development benchmarks, in both views,
-# for the zero-shot and the trained encoder alike (benchmarks/shared_neighbour_ranking.py).
-DEFAULT_NEIGHBOURS = 20
+# for the zero-shot and the trained encoder alike, together with the hybrid's TF-IDF weight
+# (benchmarks/ranking_defaults.py).
+DEFAULT_NEIGHBOURS = 50
 DEFAULT_WEIGHT = 0.5
 # Rows of the base scorer's distances held at a time while the lists are built ([CHUNK, N] floats).
 CHUNK = 512
+# Changes whenever the lists' meaning or the cache's layout does, so that older caches are rebuilt.
+LISTS_FORMAT = "shared-neighbour-lists-1"
+# The base ranking's rows a lists cache is fingerprinted by, spread over the catalog.
+PROBE_ROWS = 8
 
 
 def neighbour_lists(
@@ -85,19 +95,90 @@ def reranked_rows(base: np.ndarray, overlaps: np.ndarray, weight: float, rows: S
     return fuse_rows([(base, 1 - weight), (-overlaps, weight)], rows)
 
 
+def lists_fingerprint(rank: Callable[[Sequence[int]], np.ndarray], catalog: Catalog, neighbours: int) -> str:
+    """A hex digest of what the lists depend on: the catalog's ids and texts, the neighbour count,
+    and the base ranking itself, probed by its rows of ``PROBE_ROWS`` items spread over the
+    catalog (rounded to 1e-4, so that the same scorer run again matches, while another model,
+    TF-IDF weight or scorer does not). Any scorer can be fingerprinted this way, at the cost of
+    one chunk of rows; a probe that rounds the other way only costs a listing."""
+    digest = hashlib.blake2b(digest_size=20)
+
+    def add(text: str) -> None:
+        data = text.encode("utf-8")
+        digest.update(len(data).to_bytes(8, "little") + data)
+
+    add(LISTS_FORMAT)
+    add(f"{neighbours} {len(catalog)}")
+    for column in ("id", *catalog.fields):
+        add(column)
+        for text in catalog.ids if column == "id" else catalog.texts(column):
+            add(text)
+    probe = np.unique(np.linspace(0, len(catalog) - 1, num=min(PROBE_ROWS, len(catalog))).astype(np.int64))
+    rows = np.array(rank(probe), dtype=np.float64)
+    rows[np.arange(len(probe)), probe] = (
+        0  # an item's distance to itself is the least stable entry, and unused
+    )
+    digest.update(np.round(rows, 4).tobytes())
+    return digest.hexdigest()
+
+
+def is_lists_cache(path: Path) -> bool:
+    """Whether ``path`` is an .npz archive of shared-neighbour lists this module wrote."""
+    try:
+        with np.load(path, allow_pickle=False) as stored:
+            return sorted(stored.files) == ["fingerprint", "lists"]
+    except (OSError, ValueError, EOFError):
+        return False
+
+
+def check_lists_cache_path(path: str | Path) -> Path:
+    """``path`` as a ``Path``, after a ``UsageError`` when it names a folder or a file that is not
+    a lists cache, or cannot be written: a cache never replaces a user's file."""
+    return check_cache_file(
+        path,
+        kind="shared-neighbour lists cache",
+        is_cache=is_lists_cache,
+        instead="move it, or name another embedding cache",
+    )
+
+
+def lists_cache_beside(embedding_cache: str | Path) -> Path:
+    """Where ``evaluate`` and ``recommend`` keep the lists: beside their ``--cache``
+    (``items.npz`` -> ``items.shared-neighbours.npz``)."""
+    embedding_cache = Path(embedding_cache)
+    return embedding_cache.with_name(f"{embedding_cache.stem}.shared-neighbours.npz")
+
+
+def read_lists(path: Path, fingerprint: str) -> np.ndarray | None:
+    """The lists stored at ``path`` when they were built for ``fingerprint``, else ``None``."""
+    if not path.is_file():
+        return None
+    try:
+        with np.load(path, allow_pickle=False) as stored:
+            if str(stored["fingerprint"]) == fingerprint:
+                return stored["lists"]
+    except (OSError, ValueError, KeyError) as error:
+        logger.warning("Cannot read the shared-neighbour lists cache %s (%s); listing again.", path, error)
+        return None
+    logger.info("%s holds the lists of another catalog, ranking or count; listing again.", path)
+    return None
+
+
 @dataclass
 class SharedNeighbourScorer(Scorer):
     """``base`` re-ranked by shared neighbours: each item's ``neighbours`` nearest items under
     ``base`` listed once per catalog, their Jaccard overlap fused with ``base``'s distance at
     ``weight``. A catalog too small for the lists (``neighbours`` >= items - 1, where every set
     would hold every item) is ranked by ``base`` alone, with a warning. ``chunk``: rows of
-    ``base``'s distances held at a time while listing."""
+    ``base``'s distances held at a time while listing. ``lists_cache``: an .npz the lists are
+    kept in and read back from (``lists_fingerprint`` decides whether they still apply)."""
 
     base: Scorer
     neighbours: int
     weight: float
     name: str = ""
     chunk: int = CHUNK
+    lists_cache: str | Path | None = None
 
     def __post_init__(self) -> None:
         if self.neighbours < 1:
@@ -117,12 +198,27 @@ class SharedNeighbourScorer(Scorer):
                 self.name, len(catalog), self.neighbours, self.base.name,
             )  # fmt: skip
             return rank
+        members = membership(self.lists(rank, catalog))
+        return lambda rows: reranked_rows(rank(rows), overlap_rows(members, rows), self.weight, rows)
+
+    def lists(self, rank: Callable[[Sequence[int]], np.ndarray], catalog: Catalog) -> np.ndarray:
+        """``neighbour_lists`` under ``rank``, from ``lists_cache`` when it holds them."""
+        cache = fingerprint = None
+        if self.lists_cache is not None:
+            cache = check_lists_cache_path(self.lists_cache)
+            fingerprint = lists_fingerprint(rank, catalog, self.neighbours)
+            cached = read_lists(cache, fingerprint)
+            if cached is not None:
+                logger.info("%s: reusing the lists of %s.", self.name, cache)
+                return cached
         started = time.perf_counter()
         logger.info(
             "%s: listing the %d nearest items of each of %d items (every item against every other).",
             self.name, self.neighbours, len(catalog),
         )  # fmt: skip
-        members = membership(neighbour_lists(rank, len(catalog), self.neighbours, self.chunk))
+        lists = neighbour_lists(rank, len(catalog), self.neighbours, self.chunk)
         logger.info("%s: listed in %.1f s.", self.name, time.perf_counter() - started)
-
-        return lambda rows: reranked_rows(rank(rows), overlap_rows(members, rows), self.weight, rows)
+        if cache is not None:
+            write_npz_whole(cache, fingerprint=np.array(fingerprint), lists=lists)
+            logger.info("%s: kept the lists in %s.", self.name, cache)
+        return lists

@@ -281,7 +281,10 @@ class MetricBertConfig(CatalogTrainerConfig):
     )
     teacher_tfidf_weight: float = field(
         default=0.2,
-        metadata={"help": "TF-IDF's weight in the teacher's fusion, as the hybrid ranking's --tfidf-weight."},
+        metadata={
+            "help": "TF-IDF's weight in the teacher's fusion (the part --tfidf-weight plays in the hybrid "
+            "ranking, chosen apart from it: docs/quality.md)."
+        },
     )
     teacher_temperature: float = field(
         default=0.5,

@@ -70,17 +70,29 @@ def ranked_as(model: str) -> tuple[str, ...]:
     return (model, fused(model), *((reranked(model),) if DEFAULT_NEIGHBOURS else ()))
 
 
+# A ranking's suffix at any setting, so that rows written under earlier defaults are still
+# known as their encoder's (and replaced when it is ranked again).
+RANKING_SUFFIX = re.compile(r"( \+ TF-IDF [0-9.]+)?( \+ shared neighbours [0-9]+)?$")
+
+
 def encoder_of(name: str) -> str:
-    """The encoder a result row's name ranks with (``ranked_as`` undone)."""
-    return name.removesuffix(RERANKED).removesuffix(HYBRID)
+    """The encoder a result row's name ranks with (``ranked_as`` undone, whatever the settings)."""
+    return RANKING_SUFFIX.sub("", name, count=1)
 
 
-def gains(trained: str) -> tuple[tuple[str, str, str], ...]:
-    """A trained model's gain rows over its start under each of ``ranked_as``'s rankings:
+def ranking_suffixes(rows: Iterable[dict]) -> list[str]:
+    """The rankings of ``rows`` as name suffixes ("" alone, then the hybrids, then the re-ranked,
+    each in the order first met): a results file may hold rows ranked under earlier defaults."""
+    found = dict.fromkeys(row["model"][len(encoder_of(row["model"])) :] for row in rows)
+    return sorted(found, key=lambda suffix: suffix.count(" + "))
+
+
+def gains(trained: str, suffixes: Sequence[str]) -> tuple[tuple[str, str, str], ...]:
+    """A trained model's gain rows over its start under each ranking of ``suffixes``:
     (gain row, trained, start)."""
     return tuple(
-        (f"{model} - {start.replace(ZERO_SHOT, 'zero-shot')}", model, start)
-        for model, start in zip(ranked_as(trained), ranked_as(ZERO_SHOT), strict=True)
+        (f"{trained}{suffix} - zero-shot{suffix}", f"{trained}{suffix}", f"{ZERO_SHOT}{suffix}")
+        for suffix in suffixes
     )
 
 
@@ -297,13 +309,15 @@ def summarise(
     """(benchmark, split, view, model) -> metric -> the values over training seeds (one for the
     untrained scorers), and the ``gains`` rows of every ``trained`` model: each trained seed minus
     its zero-shot start."""
+    rows = list(rows)
     grouped: dict[tuple[str, str, str, str], dict[str, list[float]]] = {}
     for row in rows:
         key = (row["benchmark"], row["split"], row["view"], row["model"])
         entry = grouped.setdefault(key, {metric: [] for metric in METRICS})
         for metric in METRICS:
             entry[metric].append(row["metrics"][metric])
-    for gain, model_name, zero_shot in (row for name in trained for row in gains(name)):
+    suffixes = ranking_suffixes(rows)
+    for gain, model_name, zero_shot in (row for name in trained for row in gains(name, suffixes)):
         for (benchmark, split, view, model), entry in list(grouped.items()):
             start = grouped.get((benchmark, split, view, zero_shot))
             if model == model_name and start is not None:
@@ -337,8 +351,13 @@ def tables(rows: Iterable[dict], command: str = COMMAND) -> dict[str, str]:
     trained = sorted((name for name in trained if encoder_of(name) == name), key=lambda name: name != TRAINED)
     grouped = summarise(rows, trained)
     benchmarks = list(dict.fromkeys(row["benchmark"] for row in rows))
-    gain_rows = [gain for name in trained for gain, _, _ in gains(name)]
-    models = [TFIDF, *ranked_as(ZERO_SHOT), *(m for name in trained for m in ranked_as(name)), *gain_rows]
+    suffixes = ranking_suffixes(rows)
+    gain_rows = [gain for name in trained for gain, _, _ in gains(name, suffixes)]
+    models = [
+        TFIDF,
+        *(f"{name}{suffix}" for name in (ZERO_SHOT, *trained) for suffix in suffixes),
+        *gain_rows,
+    ]
     headers = ["benchmark", "view", "model", *(metric.upper() for metric in METRICS)]
     result = {}
     for split in SPLITS:

@@ -7,6 +7,8 @@ import sys
 import pytest
 
 from metricbert_trainer.cli import main
+from metricbert_trainer.evaluation.hybrid import DEFAULT_TFIDF_WEIGHT
+from metricbert_trainer.evaluation.shared_neighbours import DEFAULT_NEIGHBOURS
 
 
 @pytest.fixture(scope="module")
@@ -44,12 +46,15 @@ def test_evaluate_prints_a_table_and_writes_json(files, tiny_model_path, tmp_pat
     table = capsys.readouterr().out
     assert "| Scorer | MPR | MRR | HR@10 | HR@100 | raw MPR |" in table
     assert (
-        "| tiny (Metric_Inf) + TF-IDF 0.2 + shared neighbours 20 |" in table
+        f"| tiny (Metric_Inf) + TF-IDF {DEFAULT_TFIDF_WEIGHT:g} + shared neighbours {DEFAULT_NEIGHBOURS} |"
+        in table
     )  # the re-ranked hybrid by default
     report = json.loads(output.read_text())
     assert report["num_items"] == 60 and report["num_seeds"] == 3 and report["num_pairs"] == 6
     assert report["scorer"] == "metric_inf" and set(report["metrics"]) >= {"mpr", "raw_mpr", "hr@100"}
-    assert report["tfidf_weight"] == 0.2 and report["shared_neighbours"] == 20
+    assert (
+        report["tfidf_weight"] == DEFAULT_TFIDF_WEIGHT and report["shared_neighbours"] == DEFAULT_NEIGHBOURS
+    )
     assert (tmp_path / "cache.npz").is_file()
 
 
@@ -101,7 +106,9 @@ def test_evaluate_and_recommend_rerank_by_shared_neighbours_when_asked(
     assert reports["0"]["shared_neighbours"] == 0 and reports["0"]["shared_neighbour_weight"] is None
     assert reports["5"]["shared_neighbours"] == 5 and reports["5"]["shared_neighbour_weight"] == 0.7
     assert reports["5"]["metrics"] != reports["0"]["metrics"]
-    assert "(Metric_Inf) + TF-IDF 0.2 + shared neighbours 5 |" in capsys.readouterr().out
+    assert (
+        f"(Metric_Inf) + TF-IDF {DEFAULT_TFIDF_WEIGHT:g} + shared neighbours 5 |" in capsys.readouterr().out
+    )
     compare = [
         "compare",
         *common[2:6],
@@ -114,13 +121,15 @@ def test_evaluate_and_recommend_rerank_by_shared_neighbours_when_asked(
         "--models",
         f"tiny={tiny_model_path}",
         "--tfidf-weight",
-        "0.2",
+        str(DEFAULT_TFIDF_WEIGHT),
         "--output-dir",
         str(tmp_path / "c"),
     ]
     assert main([*compare, "--shared-neighbours", "5", "--shared-neighbour-weight", "0.7"]) == 0
     rows = json.loads((tmp_path / "c" / "results.json").read_text())["results"]
-    assert [row["name"] for row in rows][-1] == "tiny (Metric_Inf) + TF-IDF 0.2 + shared neighbours 5"
+    assert [row["name"] for row in rows][
+        -1
+    ] == f"tiny (Metric_Inf) + TF-IDF {DEFAULT_TFIDF_WEIGHT:g} + shared neighbours 5"
     assert rows[-1]["metrics"] == reports["5"]["metrics"]
     assert main(["recommend", *common, "--item", "7", "--shared-neighbours", "5"]) == 0
     assert ", re-ranked by 5 shared neighbours (weight 0.5); distances in standard deviations" in (
@@ -146,7 +155,10 @@ def test_recommend_lists_neighbours_without_the_item(files, tiny_model_path, cap
     )
     assert code == 0
     out = capsys.readouterr().out
-    assert out.startswith("Most similar to ") and "(id 7), by Mean fused with TF-IDF (weight 0.2" in out
+    assert (
+        out.startswith("Most similar to ")
+        and f"(id 7), by Mean fused with TF-IDF (weight {DEFAULT_TFIDF_WEIGHT:g}" in out
+    )
     rows = [line for line in out.splitlines() if line.startswith("| ") and not line.startswith("| Rank")]
     assert len(rows) == 5 and all(row.split(" | ")[1] != "7" for row in rows)
 

@@ -127,6 +127,30 @@ def test_the_embedding_cache_replaces_only_a_cache(files, tiny_model_path, tmp_p
     assert "is not an embedding cache" in message and archive.read_bytes() == saved
 
 
+def test_the_lists_beside_the_cache_are_read_back_and_replace_only_such_lists(
+    files, tiny_model_path, tmp_path, capsys, caplog
+):
+    """``recommend --cache`` keeps the re-ranking's lists beside the embeddings; the next call on the
+    same catalog and model reads them back and answers the same; a user's file where the lists
+    would go is refused before any work, byte for byte untouched."""
+    cache = tmp_path / "embeddings.npz"
+    recommend = ["recommend", "--model", tiny_model_path, "--catalog", str(files / "wines.csv")]
+    recommend += ["--item", "7", "--max-length", "32", "--shared-neighbours", "5", "--cache", str(cache)]
+    assert metricbert(recommend) == 0
+    first = capsys.readouterr().out
+    lists = tmp_path / "embeddings.shared-neighbours.npz"
+    assert lists.is_file()
+    caplog.clear()
+    with caplog.at_level("INFO", logger="metricbert_trainer.evaluation.shared_neighbours"):
+        assert metricbert(recommend) == 0
+    assert capsys.readouterr().out == first
+    assert f"reusing the lists of {lists}" in caplog.text and "listing the" not in caplog.text
+    np.savez(lists, weights=np.arange(3))
+    saved = lists.read_bytes()
+    message = _refused(capsys, recommend)
+    assert "is not a shared-neighbour lists cache" in message and lists.read_bytes() == saved
+
+
 def _recipe(tiny_model_path, files, output_dir, **options) -> list[str]:
     return flags(
         model_name_or_path=tiny_model_path,

@@ -13,6 +13,7 @@ from metricbert_trainer.evaluation.hybrid import standardised_rows, with_tfidf
 from metricbert_trainer.evaluation.scorers import TfidfScorer
 from metricbert_trainer.evaluation.shared_neighbours import (
     SharedNeighbourScorer,
+    is_lists_cache,
     membership,
     neighbour_lists,
     overlap_rows,
@@ -34,7 +35,7 @@ def test_the_lists_hold_each_items_nearest_other_items_nearest_first_in_any_chun
 
 
 def test_fewer_neighbours_are_the_head_of_longer_lists(wines_80, tiny_encoder):
-    """benchmarks/shared_neighbour_ranking.py lists the largest count once and takes heads."""
+    """benchmarks/ranking_defaults.py lists the largest count once and takes heads."""
     rank = with_tfidf(tiny_encoder).row_ranker(wines_80)
     longest = neighbour_lists(rank, len(wines_80), 20)
     for count in (1, 5, 10):
@@ -112,3 +113,30 @@ def test_a_catalog_too_small_for_the_lists_is_ranked_by_the_base_alone_with_a_wa
 def test_settings_that_would_not_rerank_are_refused(neighbours, weight, message):
     with pytest.raises(ValueError, match=message):
         SharedNeighbourScorer(TfidfScorer(), neighbours=neighbours, weight=weight)
+
+
+def test_kept_lists_are_read_back_for_the_same_ranking_and_listed_again_for_another(
+    wines_80, tmp_path, caplog
+):
+    cache = tmp_path / "lists.npz"
+    rows = [0, 3, 41]
+
+    def rerank(scorer, catalog=wines_80) -> np.ndarray:
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger="metricbert_trainer.evaluation.shared_neighbours"):
+            return SharedNeighbourScorer(scorer, 5, 0.5, lists_cache=cache).distance_rows(catalog, rows)
+
+    first = rerank(TfidfScorer())
+    assert "listing the 5 nearest" in caplog.text and is_lists_cache(cache)
+    assert np.array_equal(rerank(TfidfScorer()), first) and "reusing the lists" in caplog.text
+    # Another ranking of the same catalog, or the same ranking of an edited catalog: listed again.
+    unweighted = rerank(TfidfScorer(sublinear_tf=False))
+    assert "listing the 5 nearest" in caplog.text
+    assert np.array_equal(
+        unweighted,
+        SharedNeighbourScorer(TfidfScorer(sublinear_tf=False), 5, 0.5).distance_rows(wines_80, rows),
+    )
+    frame = wines_80.dataset.to_pandas()
+    frame.loc[60, "description"] = "A different wine altogether."
+    rerank(TfidfScorer(), load_catalog(frame))
+    assert "listing the 5 nearest" in caplog.text

@@ -17,6 +17,7 @@ from metricbert_trainer.scripts.quality_tables import (
     ZERO_SHOT,
     QualitySpec,
     deterministic_rows,
+    encoder_of,
     fused,
     main,
     ranked_as,
@@ -114,9 +115,33 @@ def test_each_gain_row_is_each_trained_seed_minus_its_own_start():
     gains = {line.split(" | ")[2]: line.split(" | ")[3] for line in lines[-3:]}
     assert gains == {
         "default recipe - zero-shot (2 training seeds)": "+2.00 ± 1.41",
-        f"{fused(TRAINED)} - zero-shot + TF-IDF 0.2 (2 training seeds)": "+6.00 ± 1.41",
-        f"{reranked(TRAINED)} - zero-shot + TF-IDF 0.2 + shared neighbours 20 (2 training seeds)": "+7.00 ± 2.83",
+        f"{fused(TRAINED)} - {fused('zero-shot')} (2 training seeds)": "+6.00 ± 1.41",
+        f"{reranked(TRAINED)} - {reranked('zero-shot')} (2 training seeds)": "+7.00 ± 2.83",
     }
+
+
+def test_rows_ranked_under_earlier_defaults_keep_their_names_and_their_gain_rows():
+    """A results file may hold rows ranked at an earlier TF-IDF weight (a lever screened before a
+    default changed): they belong to their encoder, are shown beside today's, and are compared
+    with the start ranked the same way."""
+    old = " + TF-IDF 0.2 + shared neighbours 20"
+    assert encoder_of(f"{TRAINED}{old}") == TRAINED and encoder_of(TFIDF) == TFIDF
+    values = {ZERO_SHOT: 90.0, TRAINED: 91.0, f"{ZERO_SHOT}{old}": 70.0, f"{TRAINED}{old}": 74.0}
+    rows = [
+        {"benchmark": "b", "view": "plain", "split": "test", "model": model, "seeds": 3,
+         "train_seed": 1 if model.startswith(TRAINED) else None,
+         "metrics": dict.fromkeys(("mpr", "mrr", "hr@10", "hr@100", "map", "ndcg@20"), value)}
+        for model, value in values.items()
+    ]  # fmt: skip
+    shown = [line.split(" | ")[2:4] for line in table_lines(tables(rows)["test"])]
+    assert shown == [
+        [ZERO_SHOT, "90.00"],
+        [f"{ZERO_SHOT}{old}", "70.00"],
+        [TRAINED, "91.00"],
+        [f"{TRAINED}{old}", "74.00"],
+        ["default recipe - zero-shot", "+1.00"],
+        [f"{TRAINED}{old} - zero-shot{old}", "+4.00"],
+    ]
 
 
 @pytest.mark.slow
