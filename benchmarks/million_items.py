@@ -10,6 +10,7 @@
     python benchmarks/million_items.py neighbourhoods --items 130000 1000000 --indexes exact IVF1024,Flat
     python benchmarks/million_items.py shared-neighbours --items 5000 10000 20000
     python benchmarks/million_items.py rerank --items 5000 10000 20000
+    python benchmarks/million_items.py rerank --items 20000 100000 --candidates 200
 
 ``keys``: the guide cache (``metricbert/guide.py``) files every distinct text of the catalog (2
 per item) under a key made from its token ids. Each way of keying runs in a fresh process on
@@ -63,7 +64,9 @@ are timed apart from the lists, and the last column projects the lists to a mill
 the hybrid ranking over the whole catalog before its first answer, even for one query. Timed as
 ``shared-neighbours`` is (the wine texts drawn with replacement for the hybrid's TF-IDF, clustered
 synthetic vectors for the encoder's part): the hybrid's preparation (TF-IDF fitted on both fields)
-apart from the lists, and the lists projected to a million items by ``N^2``.
+apart from the lists, and the lists projected to a million items by ``N^2``. With
+``--candidates C`` the lists are searched among each item's ``C`` nearest under the encoder
+(``evaluation.candidate_lists``, found by ``--backend``: FAISS HNSW32 by default), projected by ``N``.
 """
 
 from __future__ import annotations
@@ -554,14 +557,16 @@ def run_shared_neighbours(arguments: argparse.Namespace) -> None:
     )
 
 
-def rerank_row(items: int, neighbours: int) -> dict:
-    """The hybrid's preparation, then the re-ranking's lists, at ``items`` items, in a process of its own."""
+def rerank_row(items: int, neighbours: int, candidates: int = 0, backend: str = "exact") -> dict:
+    """The hybrid's preparation, then the re-ranking's lists, at ``items`` items, in a process of its
+    own: exact, or searched among ``candidates`` found by ``backend`` (``evaluation.candidate_lists``)."""
     from dataclasses import dataclass
 
     import pandas as pd
 
     from metricbert_trainer.base.distances import Distance
     from metricbert_trainer.data.catalog import load_catalog
+    from metricbert_trainer.evaluation.candidate_lists import candidate_neighbour_lists
     from metricbert_trainer.evaluation.hybrid import with_tfidf
     from metricbert_trainer.evaluation.neighbours import METRIC_INF
     from metricbert_trainer.evaluation.scorers import VectorScorer
@@ -588,14 +593,31 @@ def rerank_row(items: int, neighbours: int) -> dict:
     rank = hybrid.row_ranker(catalog)
     prepared = time.perf_counter() - started
     started = time.perf_counter()
-    neighbour_lists(rank, len(catalog), neighbours)
+    if candidates:
+        candidate_neighbour_lists(hybrid, catalog, neighbours, candidates, backend=backend)
+    else:
+        neighbour_lists(rank, len(catalog), neighbours)
     return {"prepared": prepared, "lists": time.perf_counter() - started, "peak_gib": peak_rss_gib()}
 
 
 def run_rerank(arguments: argparse.Namespace) -> None:
     from metricbert_trainer.evaluation.shared_neighbours import DEFAULT_NEIGHBOURS
 
-    print_list_timings(rerank_row, arguments.items, DEFAULT_NEIGHBOURS, "hybrid prepared")
+    if not arguments.candidates:
+        print_list_timings(rerank_row, arguments.items, DEFAULT_NEIGHBOURS, "hybrid prepared")
+        return
+    print(
+        f"| items | lists searched among {arguments.candidates} candidates ({arguments.backend}) (s) | "
+        "peak RSS GiB | lists at 1M items, by N (h) |\n|---:|---:|---:|---:|"
+    )
+    for count in arguments.items:
+        result = in_fresh_process(
+            rerank_row, count, DEFAULT_NEIGHBOURS, arguments.candidates, arguments.backend
+        )
+        projected = result["lists"] * 1_000_000 / count / 3600
+        print(
+            f"| {count:,} | {result['lists']:.1f} | {result['peak_gib']:.2f} | {projected:.2f} |", flush=True
+        )
 
 
 def main() -> None:
@@ -653,6 +675,15 @@ def main() -> None:
         "rerank", help="The shared-neighbour re-ranking's lists (evaluate and recommend) at --items items."
     )
     rerank.add_argument("--items", nargs="+", type=int, default=[5_000, 10_000, 20_000])
+    rerank.add_argument(
+        "--candidates",
+        type=int,
+        default=0,
+        help="Search each list among this many candidates (0: exact lists).",
+    )
+    rerank.add_argument(
+        "--backend", choices=["exact", "faiss"], default="faiss", help="How the candidates are found."
+    )
     rerank.set_defaults(run=run_rerank)
     arguments = parser.parse_args()
     if arguments.command == "search":

@@ -54,6 +54,9 @@ def run(args: argparse.Namespace) -> int:
             "tfidf_weight": args.tfidf_weight,
             "shared_neighbours": args.shared_neighbours,
             "shared_neighbour_weight": args.shared_neighbour_weight if args.shared_neighbours else None,
+            "shared_neighbour_candidates": args.shared_neighbour_candidates
+            if args.shared_neighbours
+            else None,
             "metrics": metrics,
         }
         write_json(Path(args.output), report)

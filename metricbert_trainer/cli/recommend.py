@@ -49,6 +49,8 @@ def run(args: argparse.Namespace) -> int:
         by += f" fused with TF-IDF (weight {args.tfidf_weight:g})"
     if args.shared_neighbours:
         by += f", re-ranked by {args.shared_neighbours} shared neighbours (weight {args.shared_neighbour_weight:g})"
+        if args.shared_neighbour_candidates:
+            by += f" listed among {args.shared_neighbour_candidates} candidates"
     if args.tfidf_weight or args.shared_neighbours:
         by += "; distances in standard deviations"
     print(f"Most similar to {titles[item]} (id {ids[item]}), by {by}:\n")

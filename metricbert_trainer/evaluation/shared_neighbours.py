@@ -17,7 +17,9 @@ candidates of ``evaluation.hybrid``, ``g`` the weight. Listing compares every it
 other (``N^2`` distances, a chunk of rows at a time: seconds at 10^4 items, hours at 10^6,
 benchmarks/million_items.py), so the cost is the catalog's, even for one query. With a
 ``lists_cache`` the lists are kept in an .npz and read back by the next call on the same catalog
-and base ranking (``lists_fingerprint``), so a command that is run again pays them once.
+and base ranking (``lists_fingerprint``), so a command that is run again pays them once. With
+``candidates`` each list is searched among the item's nearest under the encoder
+(``candidate_lists``): ``N * C`` distances instead of ``N^2``, for catalogs of a million items.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ import numpy as np
 from scipy import sparse
 
 from metricbert_trainer.data.catalog import Catalog
+from metricbert_trainer.evaluation.candidate_lists import candidate_neighbour_lists
 from metricbert_trainer.evaluation.encoding import check_cache_file, write_npz_whole
 from metricbert_trainer.evaluation.hybrid import fuse_rows
 from metricbert_trainer.evaluation.scorers import Scorer
@@ -95,12 +98,15 @@ def reranked_rows(base: np.ndarray, overlaps: np.ndarray, weight: float, rows: S
     return fuse_rows([(base, 1 - weight), (-overlaps, weight)], rows)
 
 
-def lists_fingerprint(rank: Callable[[Sequence[int]], np.ndarray], catalog: Catalog, neighbours: int) -> str:
+def lists_fingerprint(
+    rank: Callable[[Sequence[int]], np.ndarray], catalog: Catalog, neighbours: int, candidates: int = 0
+) -> str:
     """A hex digest of what the lists depend on: the catalog's ids and texts, the neighbour count,
-    and the base ranking itself, probed by its rows of ``PROBE_ROWS`` items spread over the
-    catalog (rounded to 1e-4, so that the same scorer run again matches, while another model,
-    TF-IDF weight or scorer does not). Any scorer can be fingerprinted this way, at the cost of
-    one chunk of rows; a probe that rounds the other way only costs a listing."""
+    the candidates they were searched among (0: every item), and the base ranking itself, probed
+    by its rows of ``PROBE_ROWS`` items spread over the catalog (rounded to 1e-4, so that the same
+    scorer run again matches, while another model, TF-IDF weight or scorer does not). Any scorer
+    can be fingerprinted this way, at the cost of one chunk of rows; a probe that rounds the other
+    way only costs a listing."""
     digest = hashlib.blake2b(digest_size=20)
 
     def add(text: str) -> None:
@@ -108,7 +114,7 @@ def lists_fingerprint(rank: Callable[[Sequence[int]], np.ndarray], catalog: Cata
         digest.update(len(data).to_bytes(8, "little") + data)
 
     add(LISTS_FORMAT)
-    add(f"{neighbours} {len(catalog)}")
+    add(f"{neighbours} {len(catalog)} {candidates}")
     for column in ("id", *catalog.fields):
         add(column)
         for text in catalog.ids if column == "id" else catalog.texts(column):
@@ -171,7 +177,10 @@ class SharedNeighbourScorer(Scorer):
     ``weight``. A catalog too small for the lists (``neighbours`` >= items - 1, where every set
     would hold every item) is ranked by ``base`` alone, with a warning. ``chunk``: rows of
     ``base``'s distances held at a time while listing. ``lists_cache``: an .npz the lists are
-    kept in and read back from (``lists_fingerprint`` decides whether they still apply)."""
+    kept in and read back from (``lists_fingerprint`` decides whether they still apply).
+    ``candidates``: list each item's nearest among its ``candidates`` nearest under ``base``'s
+    encoder instead of among every item (``candidate_lists``; ``candidate_backend`` and its FAISS
+    settings search them), for catalogs too large for ``N^2`` distances; 0 lists exactly."""
 
     base: Scorer
     neighbours: int
@@ -179,10 +188,19 @@ class SharedNeighbourScorer(Scorer):
     name: str = ""
     chunk: int = CHUNK
     lists_cache: str | Path | None = None
+    candidates: int = 0
+    candidate_backend: str = "exact"
+    faiss_index: str = "HNSW32"
+    faiss_parameters: str = "efSearch=256"
 
     def __post_init__(self) -> None:
         if self.neighbours < 1:
             raise ValueError(f"neighbours must be at least 1; got {self.neighbours}.")
+        if self.candidates and self.candidates < self.neighbours:
+            raise ValueError(
+                f"candidates ({self.candidates}) must be 0 (every item) or at least neighbours "
+                f"({self.neighbours})."
+            )
         if not 0 < self.weight <= 1:
             raise ValueError(f"The shared neighbours' weight must lie in (0, 1]; got {self.weight}.")
         self.name = self.name or f"{self.base.name} + shared neighbours {self.neighbours}"
@@ -201,22 +219,45 @@ class SharedNeighbourScorer(Scorer):
         members = membership(self.lists(rank, catalog))
         return lambda rows: reranked_rows(rank(rows), overlap_rows(members, rows), self.weight, rows)
 
+    def searched(self, catalog: Catalog) -> int:
+        """How many candidates each item's list is searched among: 0 (every item) when
+        ``candidates`` is 0 or would hold every other item anyway."""
+        return self.candidates if 0 < self.candidates < len(catalog) - 1 else 0
+
     def lists(self, rank: Callable[[Sequence[int]], np.ndarray], catalog: Catalog) -> np.ndarray:
-        """``neighbour_lists`` under ``rank``, from ``lists_cache`` when it holds them."""
+        """``neighbour_lists`` under ``rank`` (or searched among candidates), from ``lists_cache``
+        when it holds them."""
         cache = fingerprint = None
         if self.lists_cache is not None:
             cache = check_lists_cache_path(self.lists_cache)
-            fingerprint = lists_fingerprint(rank, catalog, self.neighbours)
+            fingerprint = lists_fingerprint(rank, catalog, self.neighbours, self.searched(catalog))
             cached = read_lists(cache, fingerprint)
             if cached is not None:
                 logger.info("%s: reusing the lists of %s.", self.name, cache)
                 return cached
         started = time.perf_counter()
+        searched = self.searched(catalog)
+        among = (
+            f"among its {searched} nearest under the encoder"
+            if searched
+            else "every item against every other"
+        )
         logger.info(
-            "%s: listing the %d nearest items of each of %d items (every item against every other).",
-            self.name, self.neighbours, len(catalog),
+            "%s: listing the %d nearest items of each of %d items (%s).",
+            self.name, self.neighbours, len(catalog), among,
         )  # fmt: skip
-        lists = neighbour_lists(rank, len(catalog), self.neighbours, self.chunk)
+        if searched:
+            lists = candidate_neighbour_lists(
+                self.base,
+                catalog,
+                self.neighbours,
+                searched,
+                backend=self.candidate_backend,
+                faiss_index=self.faiss_index,
+                faiss_parameters=self.faiss_parameters,
+            )
+        else:
+            lists = neighbour_lists(rank, len(catalog), self.neighbours, self.chunk)
         logger.info("%s: listed in %.1f s.", self.name, time.perf_counter() - started)
         if cache is not None:
             write_npz_whole(cache, fingerprint=np.array(fingerprint), lists=lists)

@@ -135,6 +135,26 @@ def test_evaluate_and_recommend_rerank_by_shared_neighbours_when_asked(
     assert ", re-ranked by 5 shared neighbours (weight 0.5); distances in standard deviations" in (
         capsys.readouterr().out
     )
+    # Lists searched among 20 candidates from a FAISS index: another ranking, recorded as such.
+    searched = [*command, "--shared-neighbours", "5", "--shared-neighbour-candidates", "20", "--overwrite"]
+    assert main(searched) == 0
+    report = json.loads((tmp_path / "5.json").read_text())
+    assert report["shared_neighbour_candidates"] == 20 and reports["5"]["shared_neighbour_candidates"] == 0
+    recommend = [
+        "recommend",
+        *common,
+        "--item",
+        "7",
+        "--shared-neighbours",
+        "5",
+        "--shared-neighbour-candidates",
+    ]
+    assert main([*recommend, "20"]) == 0
+    assert (
+        "re-ranked by 5 shared neighbours (weight 0.5) listed among 20 candidates" in capsys.readouterr().out
+    )
+    assert main([*recommend, "3"]) == 1  # fewer candidates than neighbours
+    assert "must be 0 (every item) or at least neighbours (5)" in capsys.readouterr().err
 
 
 def test_recommend_lists_neighbours_without_the_item(files, tiny_model_path, capsys):

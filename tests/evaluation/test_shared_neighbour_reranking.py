@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 
 from metricbert_trainer.data.catalog import load_catalog
+from metricbert_trainer.evaluation.candidate_lists import candidate_neighbour_lists
 from metricbert_trainer.evaluation.hybrid import standardised_rows, with_tfidf
 from metricbert_trainer.evaluation.scorers import TfidfScorer
 from metricbert_trainer.evaluation.shared_neighbours import (
@@ -140,3 +141,32 @@ def test_kept_lists_are_read_back_for_the_same_ranking_and_listed_again_for_anot
     frame.loc[60, "description"] = "A different wine altogether."
     rerank(TfidfScorer(), load_catalog(frame))
     assert "listing the 5 nearest" in caplog.text
+
+
+def test_lists_searched_among_every_item_are_the_exact_lists(wines_80, tiny_encoder):
+    """With every other item a candidate and in the spread's sample, the candidate lists equal the
+    exact ones; with fewer candidates they hold most of them."""
+    hybrid = with_tfidf(tiny_encoder, 0.3)
+    exact = neighbour_lists(hybrid.row_ranker(wines_80), len(wines_80), 7)
+    assert np.array_equal(candidate_neighbour_lists(hybrid, wines_80, 7, 79, sample=80), exact)
+    searched = candidate_neighbour_lists(hybrid, wines_80, 7, 30)
+    recall = np.mean([len(set(a) & set(b)) for a, b in zip(searched, exact, strict=True)]) / 7
+    assert 0.8 < recall < 1.0
+
+
+def test_the_scorer_searches_among_candidates_and_keeps_such_lists_apart(
+    wines_80, tiny_encoder, tmp_path, caplog
+):
+    hybrid = with_tfidf(tiny_encoder, 0.3)
+    cache = tmp_path / "lists.npz"
+    with caplog.at_level(logging.INFO, logger="metricbert_trainer.evaluation.shared_neighbours"):
+        exact = SharedNeighbourScorer(hybrid, 7, 0.5, lists_cache=cache).distance_rows(wines_80, [0, 5])
+        caplog.clear()
+        searched = SharedNeighbourScorer(hybrid, 7, 0.5, lists_cache=cache, candidates=30)
+        rows = searched.distance_rows(wines_80, [0, 5])
+    assert "among its 30 nearest under the encoder" in caplog.text  # the exact lists were not reused
+    assert rows.shape == exact.shape and not np.array_equal(rows, exact)
+    with pytest.raises(ValueError, match="must be 0 \\(every item\\) or at least neighbours"):
+        SharedNeighbourScorer(hybrid, 7, 0.5, candidates=5)
+    with pytest.raises(ValueError, match="need vector scorers"):
+        candidate_neighbour_lists(SharedNeighbourScorer(hybrid, 7, 0.5), wines_80, 7, 30)

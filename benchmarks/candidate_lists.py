@@ -1,0 +1,115 @@
+"""Shared-neighbour lists searched among candidates against exact lists, on the dev seeds.
+
+    python benchmarks/candidate_lists.py [--candidates 100 200 400] [--backend exact|faiss]
+
+``evaluate`` and ``recommend`` re-rank the hybrid by shared neighbours, whose exact lists compare
+every item with every other (hours at a million items). ``evaluation.candidate_lists`` searches
+each item's list among its nearest items under the encoder instead. This measures what that
+costs the ranking: for every encoder of the quality tables (the zero-shot start and the default
+recipe's trained models, ``outputs/quality``: run ``benchmarks/quality_tables.py`` first), both
+development benchmarks and both views, the share of each exact list the candidate list holds
+(recall), the time of each listing, and the dev metrics of the default ranking with each kind of
+list. The candidates are searched exactly (``neighbours.top_k``) or, as ``metricbert`` searches them,
+with a FAISS HNSW32 index (``--backend faiss``); the test seeds are never read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from pathlib import Path
+
+import numpy as np
+
+from metricbert_trainer.evaluation.candidate_lists import candidate_neighbour_lists
+from metricbert_trainer.evaluation.evaluator import evaluate_distance_rows
+from metricbert_trainer.evaluation.hybrid import with_tfidf
+from metricbert_trainer.evaluation.shared_neighbours import (
+    DEFAULT_NEIGHBOURS,
+    DEFAULT_WEIGHT,
+    membership,
+    neighbour_lists,
+    overlap_rows,
+    reranked_rows,
+)
+from metricbert_trainer.publishing.markdown import markdown_table
+from metricbert_trainer.scripts.quality_tables import (
+    QualitySpec,
+    catalog_views,
+    encoder_scorers,
+    split_annotations,
+)
+
+SHOWN = ("mpr", "hr@100", "map", "ndcg@20")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--candidates", type=int, nargs="+", default=[100, 200, 400])
+    parser.add_argument("--backend", choices=["exact", "faiss"], default="exact")
+    parser.add_argument("--spec", default="benchmarks/quality.yaml")
+    parser.add_argument("--models-dir", default="outputs/quality")
+    options = parser.parse_args()
+    spec = QualitySpec.from_yaml(options.spec)
+    found: dict[int, dict[str, list[float]]] = {}
+    for benchmark in spec.benchmarks:
+        views = catalog_views(benchmark)
+        dev = split_annotations(benchmark, views["plain"])["dev"]
+        for name, seed, view, scorer in encoder_scorers(spec, benchmark, Path(options.models_dir), views):
+            catalog = views[view]
+            hybrid = with_tfidf(scorer)
+            rank = hybrid.row_ranker(catalog)
+            base = rank(dev.seeds)
+            started = time.perf_counter()
+            exact = neighbour_lists(rank, len(catalog), DEFAULT_NEIGHBOURS)
+            listings = {0: (exact, time.perf_counter() - started)}
+            for candidates in options.candidates:
+                started = time.perf_counter()
+                lists = candidate_neighbour_lists(
+                    hybrid, catalog, DEFAULT_NEIGHBOURS, candidates, backend=options.backend
+                )
+                listings[candidates] = (lists, time.perf_counter() - started)
+            reference = evaluate_distance_rows(
+                reranked_rows(base, overlap_rows(membership(exact), dev.seeds), DEFAULT_WEIGHT, dev.seeds),
+                dev,
+            )
+            for candidates, (lists, seconds) in listings.items():
+                metrics = evaluate_distance_rows(
+                    reranked_rows(
+                        base, overlap_rows(membership(lists), dev.seeds), DEFAULT_WEIGHT, dev.seeds
+                    ),
+                    dev,
+                )
+                recall = (
+                    np.mean([len(set(a) & set(b)) for a, b in zip(lists, exact, strict=True)])
+                    / exact.shape[1]
+                )
+                entry = found.setdefault(candidates, {"recall": [], "seconds": []})
+                entry["recall"].append(float(recall))
+                entry["seconds"].append(seconds)
+                for metric in SHOWN:
+                    entry.setdefault(metric, []).append(float(metrics[metric] - reference[metric]))
+            print(f"{benchmark.name} {view} {name} {seed}: {len(catalog)} items", flush=True)
+    rows = []
+    for candidates, entry in found.items():
+        label = "every item (exact)" if candidates == 0 else str(candidates)
+        cells = [
+            f"{statistics.fmean(entry['recall']):.4f} ({min(entry['recall']):.4f})",
+            f"{statistics.median(entry['seconds']):.1f}",
+            *(f"{statistics.fmean(entry[metric]):+.2f} ({min(entry[metric]):+.2f})" for metric in SHOWN),
+        ]
+        rows.append([label, *cells])
+    columns = ["searched among", "recall of the exact lists: mean (min)", "listing (s, median)"]
+    columns += [f"{metric.upper()} against exact lists: mean (min)" for metric in SHOWN]
+    cases = len(found[0]["recall"])
+    print(
+        f"\nDev seeds, {cases} (benchmark, view, encoder) cases, {DEFAULT_NEIGHBOURS} neighbours, candidates "
+        f"searched by {options.backend}; produced by `python benchmarks/candidate_lists.py --backend {options.backend}`:\n\n{markdown_table(columns, rows, 'l' + 'r' * (len(columns) - 1))}"
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,140 @@
+"""Shared-neighbour lists from candidates: the fused ranking's nearest items, searched among the
+encoder's nearest.
+
+Exact lists (``shared_neighbours.neighbour_lists``) compare every item with every other under the
+fused ranking: ``N^2`` distances, TF-IDF's among them, hours at a million items. Most of an item's
+nearest items under the hybrid are among its nearest under the encoder alone, which an index finds
+without comparing every pair (``neighbours.top_k``, exact or FAISS). Here each item's
+``candidates`` nearest items under the fusion's first part (the encoder) are re-scored by the whole
+fusion and the ``neighbours`` nearest kept. The fusion standardises each part's row over all the
+query's candidates (``hybrid.standardised_rows``); here each part's mean and spread per row come
+from ``sample`` items drawn at random, the same for every row, which estimates them to about
+``1 / sqrt(2 * sample)``. With every item a candidate and in the sample, the lists are the exact
+ones (tested).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from scipy import sparse
+from sklearn.preprocessing import normalize
+
+from metricbert_trainer.base.distances import Distance
+from metricbert_trainer.data.catalog import Catalog
+from metricbert_trainer.evaluation.hybrid import FusedScorer
+from metricbert_trainer.evaluation.neighbours import top_k
+from metricbert_trainer.evaluation.scorers import Scorer, VectorScorer
+
+# Items whose candidates are re-scored at a time ([CHUNK, candidates] pairs per view).
+CHUNK = 128
+DEFAULT_SAMPLE = 2048
+
+
+def fused_parts(scorer: Scorer) -> list[tuple[VectorScorer, float]]:
+    """``scorer``'s vector scorers and their weights: itself, or a fusion's weighted parts."""
+    parts = list(scorer.parts) if isinstance(scorer, FusedScorer) else [(scorer, 1.0)]
+    parts = [(part, weight) for part, weight in parts if weight]
+    for part, _ in parts:
+        if not isinstance(part, VectorScorer) or part.distance not in (Distance.ANGULAR, Distance.COSINE):
+            raise ValueError(
+                f"{part.name}: lists from candidates need vector scorers with an angular or cosine distance."
+            )
+    return parts
+
+
+def unit_views(vectors: dict) -> list[np.ndarray | sparse.csr_matrix]:
+    """Each view's rows scaled to unit length (dense as float32, sparse as CSR)."""
+    return [
+        normalize(sparse.csr_matrix(view, dtype=np.float32))
+        if sparse.issparse(view)
+        else normalize(np.asarray(view, dtype=np.float32))
+        for view in vectors.values()
+    ]
+
+
+def pair_distances(views: Sequence, distance: Distance, rows: np.ndarray, columns: np.ndarray) -> np.ndarray:
+    """``[len(rows), C]``: the summed per-view distance from item ``rows[i]`` to each item
+    ``columns[i, j]`` (unit views from ``unit_views``)."""
+    cosines = []
+    for view in views:
+        if sparse.issparse(view):
+            products = view[np.repeat(rows, columns.shape[1])].multiply(view[columns.ravel()])
+            cosines.append(np.asarray(products.sum(axis=1)).reshape(columns.shape))
+        else:
+            cosines.append(np.einsum("rd,rcd->rc", view[rows], view[columns]))
+    return summed_distance(cosines, distance)
+
+
+def sample_distances(views: Sequence, distance: Distance, rows: np.ndarray, drawn: np.ndarray) -> np.ndarray:
+    """``[len(rows), len(drawn)]``: the summed per-view distance from each item of ``rows`` to each
+    of ``drawn`` (one product per view, the columns being the same for every row)."""
+    cosines = []
+    for view in views:
+        products = view[rows] @ view[drawn].T
+        cosines.append(products.toarray() if sparse.issparse(products) else products)
+    return summed_distance(cosines, distance)
+
+
+def summed_distance(cosines: Sequence[np.ndarray], distance: Distance) -> np.ndarray:
+    """The per-view cosines turned into ``distance`` and summed over views, in float64."""
+    total = 0.0
+    for view_cosines in cosines:
+        clipped = np.clip(np.asarray(view_cosines, dtype=np.float64), -1.0, 1.0)
+        total = total + (np.arccos(clipped) / np.pi if distance is Distance.ANGULAR else 1.0 - clipped)
+    return total
+
+
+def candidate_neighbour_lists(
+    scorer: Scorer,
+    catalog: Catalog,
+    neighbours: int,
+    candidates: int,
+    *,
+    sample: int = DEFAULT_SAMPLE,
+    seed: int = 0,
+    chunk: int = CHUNK,
+    backend: str = "exact",
+    faiss_index: str = "HNSW32",
+    faiss_parameters: str = "efSearch=256",
+) -> np.ndarray:
+    """``[N, neighbours]``: each item's ``neighbours`` nearest other items under ``scorer`` (a
+    vector scorer or a fusion of them), searched among its ``candidates`` nearest under the first
+    part (``backend`` as ``neighbours.top_k`` takes it), nearest first, ties by catalog order."""
+    count = len(catalog)
+    if not 0 < neighbours <= candidates < count:
+        raise ValueError(
+            f"Need 0 < neighbours ({neighbours}) <= candidates ({candidates}) < items ({count})."
+        )
+    parts = fused_parts(scorer)
+    vectors = [part.item_vectors(catalog) for part, _ in parts]
+    first, _ = parts[0]
+    # FAISS orders by the summed cosine, a close proxy of a sum of angles; the hybrid re-scores
+    # the candidates anyway, so the index is asked for exactly as many as are kept.
+    found = top_k(
+        vectors[0],
+        first.distance,
+        candidates,
+        backend=backend,
+        faiss_index=faiss_index,
+        faiss_candidates=candidates,
+        faiss_parameters=faiss_parameters,
+    ).indices
+    views = [unit_views(part_vectors) for part_vectors in vectors]
+    drawn = np.sort(np.random.default_rng(seed).choice(count, size=min(sample, count), replace=False))
+    lists = np.empty((count, neighbours), dtype=np.int64)
+    for start in range(0, count, chunk):
+        rows = np.arange(start, min(start + chunk, count))
+        pool = found[rows]
+        fused = np.zeros(pool.shape, dtype=np.float64)
+        others = drawn[None, :] != rows[:, None]  # an item's distance to itself is not a candidate's
+        for (part, weight), part_views in zip(parts, views, strict=True):
+            kept = np.where(others, sample_distances(part_views, part.distance, rows, drawn), np.nan)
+            mean = np.nanmean(kept, axis=1, keepdims=True)
+            spread = np.nanstd(kept, axis=1, keepdims=True)
+            scale = np.where(spread > 0, spread, np.inf)  # no spread: this part does not move the row
+            fused += weight * (pair_distances(part_views, part.distance, rows, pool) - mean) / scale
+        order = np.lexsort((pool, fused), axis=1)[:, :neighbours]
+        lists[rows] = np.take_along_axis(pool, order, axis=1)
+    return lists
