@@ -15,7 +15,7 @@ ones (tested).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 from scipy import sparse
@@ -23,7 +23,7 @@ from sklearn.preprocessing import normalize
 
 from metricbert_trainer.base.distances import Distance
 from metricbert_trainer.data.catalog import Catalog
-from metricbert_trainer.evaluation.hybrid import FusedScorer
+from metricbert_trainer.evaluation.hybrid import FusedScorer, fused_ranker
 from metricbert_trainer.evaluation.neighbours import top_k
 from metricbert_trainer.evaluation.scorers import Scorer, VectorScorer
 
@@ -36,12 +36,35 @@ def fused_parts(scorer: Scorer) -> list[tuple[VectorScorer, float]]:
     """``scorer``'s vector scorers and their weights: itself, or a fusion's weighted parts."""
     parts = list(scorer.parts) if isinstance(scorer, FusedScorer) else [(scorer, 1.0)]
     parts = [(part, weight) for part, weight in parts if weight]
+    if not parts:
+        raise ValueError(f"{scorer.name}: every weight is 0, so nothing ranks the items.")
     for part, _ in parts:
         if not isinstance(part, VectorScorer) or part.distance not in (Distance.ANGULAR, Distance.COSINE):
             raise ValueError(
                 f"{part.name}: lists from candidates need vector scorers with an angular or cosine distance."
             )
     return parts
+
+
+# A vector scorer of a fusion, its weight and its vectors of one catalog.
+PreparedPart = tuple[VectorScorer, float, dict]
+
+
+def prepared_parts(scorer: Scorer, catalog: Catalog) -> list[PreparedPart]:
+    """``fused_parts`` with each part's vectors of ``catalog``, computed once (encoding, fitting)
+    for both the candidate lists and ``prepared_ranker``."""
+    return [(part, weight, part.item_vectors(catalog)) for part, weight in fused_parts(scorer)]
+
+
+def prepared_ranker(
+    scorer: Scorer, prepared: Sequence[PreparedPart]
+) -> Callable[[Sequence[int]], np.ndarray]:
+    """``scorer.row_ranker`` of the catalog ``prepared`` was computed for, without computing
+    its vectors again."""
+    if not isinstance(scorer, FusedScorer):
+        part, _, vectors = prepared[0]
+        return part.ranker(vectors)
+    return fused_ranker([(part.ranker(vectors), weight) for part, weight, vectors in prepared])
 
 
 def unit_views(vectors: dict) -> list[np.ndarray | sparse.csr_matrix]:
@@ -98,17 +121,20 @@ def candidate_neighbour_lists(
     backend: str = "exact",
     faiss_index: str = "HNSW32",
     faiss_parameters: str = "efSearch=256",
+    prepared: Sequence[PreparedPart] | None = None,
 ) -> np.ndarray:
     """``[N, neighbours]``: each item's ``neighbours`` nearest other items under ``scorer`` (a
     vector scorer or a fusion of them), searched among its ``candidates`` nearest under the first
-    part (``backend`` as ``neighbours.top_k`` takes it), nearest first, ties by catalog order."""
+    part (``backend`` as ``neighbours.top_k`` takes it), nearest first, ties by catalog order.
+    ``prepared``: the parts' vectors of ``catalog`` (``prepared_parts``), when already computed."""
     count = len(catalog)
     if not 0 < neighbours <= candidates < count:
         raise ValueError(
             f"Need 0 < neighbours ({neighbours}) <= candidates ({candidates}) < items ({count})."
         )
-    parts = fused_parts(scorer)
-    vectors = [part.item_vectors(catalog) for part, _ in parts]
+    prepared = prepared_parts(scorer, catalog) if prepared is None else prepared
+    parts = [(part, weight) for part, weight, _ in prepared]
+    vectors = [part_vectors for _, _, part_vectors in prepared]
     first, _ = parts[0]
     # FAISS orders by the summed cosine, a close proxy of a sum of angles; the hybrid re-scores
     # the candidates anyway, so the index is asked for exactly as many as are kept.

@@ -71,8 +71,14 @@ class FusedScorer(Scorer):
     def row_ranker(self, catalog: Catalog) -> Callable[[Sequence[int]], np.ndarray]:
         if not any(weight for _, weight in self.parts):
             raise ValueError(f"{self.name}: every weight is 0, so nothing ranks the items.")
-        parts = [(scorer.row_ranker(catalog), weight) for scorer, weight in self.parts if weight]
-        return lambda rows: fuse_rows([(rank(rows), weight) for rank, weight in parts], rows)
+        return fused_ranker([(scorer.row_ranker(catalog), weight) for scorer, weight in self.parts if weight])
+
+
+def fused_ranker(
+    parts: Sequence[tuple[Callable[[Sequence[int]], np.ndarray], float]],
+) -> Callable[[Sequence[int]], np.ndarray]:
+    """The row ranker of weighted row rankers' standardised rows (``FusedScorer.row_ranker``)."""
+    return lambda rows: fuse_rows([(rank(rows), weight) for rank, weight in parts], rows)
 
 
 def fuse_rows(parts: Sequence[tuple[np.ndarray, float]], queries: Sequence[int]) -> np.ndarray:

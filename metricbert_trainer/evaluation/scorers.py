@@ -92,7 +92,10 @@ class VectorScorer(Scorer):
         return distance_rows(self.item_vectors(catalog), self.distance, rows)
 
     def row_ranker(self, catalog: Catalog) -> Callable[[Sequence[int]], np.ndarray]:
-        vectors = self.item_vectors(catalog)
+        return self.ranker(self.item_vectors(catalog))
+
+    def ranker(self, vectors: dict[str, Matrix]) -> Callable[[Sequence[int]], np.ndarray]:
+        """``row_ranker`` from vectors already computed (``item_vectors``)."""
         return lambda rows: distance_rows(vectors, self.distance, rows)
 
     def nearest(self, catalog: Catalog, queries: Sequence[int], k: int) -> TopK:

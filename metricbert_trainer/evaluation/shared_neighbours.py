@@ -35,7 +35,12 @@ import numpy as np
 from scipy import sparse
 
 from metricbert_trainer.data.catalog import Catalog
-from metricbert_trainer.evaluation.candidate_lists import candidate_neighbour_lists
+from metricbert_trainer.evaluation.candidate_lists import (
+    PreparedPart,
+    candidate_neighbour_lists,
+    prepared_parts,
+    prepared_ranker,
+)
 from metricbert_trainer.evaluation.encoding import check_cache_file, write_npz_whole
 from metricbert_trainer.evaluation.hybrid import fuse_rows
 from metricbert_trainer.evaluation.scorers import Scorer
@@ -209,14 +214,16 @@ class SharedNeighbourScorer(Scorer):
         return self.row_ranker(catalog)(rows)
 
     def row_ranker(self, catalog: Catalog) -> Callable[[Sequence[int]], np.ndarray]:
-        rank = self.base.row_ranker(catalog)
+        # Lists searched among candidates read the base's vectors, which its ranker is built from too.
+        prepared = prepared_parts(self.base, catalog) if self.searched(catalog) else None
+        rank = prepared_ranker(self.base, prepared) if prepared else self.base.row_ranker(catalog)
         if self.neighbours >= len(catalog) - 1:
             logger.warning(
                 "%s: %d items are too few for %d shared neighbours each; ranking by %s alone.",
                 self.name, len(catalog), self.neighbours, self.base.name,
             )  # fmt: skip
             return rank
-        members = membership(self.lists(rank, catalog))
+        members = membership(self.lists(rank, catalog, prepared))
         return lambda rows: reranked_rows(rank(rows), overlap_rows(members, rows), self.weight, rows)
 
     def searched(self, catalog: Catalog) -> int:
@@ -224,9 +231,14 @@ class SharedNeighbourScorer(Scorer):
         ``candidates`` is 0 or would hold every other item anyway."""
         return self.candidates if 0 < self.candidates < len(catalog) - 1 else 0
 
-    def lists(self, rank: Callable[[Sequence[int]], np.ndarray], catalog: Catalog) -> np.ndarray:
-        """``neighbour_lists`` under ``rank`` (or searched among candidates), from ``lists_cache``
-        when it holds them."""
+    def lists(
+        self,
+        rank: Callable[[Sequence[int]], np.ndarray],
+        catalog: Catalog,
+        prepared: Sequence[PreparedPart] | None = None,
+    ) -> np.ndarray:
+        """``neighbour_lists`` under ``rank`` (or searched among candidates, from the base's
+        ``prepared`` parts), from ``lists_cache`` when it holds them."""
         cache = fingerprint = None
         if self.lists_cache is not None:
             cache = check_lists_cache_path(self.lists_cache)
@@ -255,6 +267,7 @@ class SharedNeighbourScorer(Scorer):
                 backend=self.candidate_backend,
                 faiss_index=self.faiss_index,
                 faiss_parameters=self.faiss_parameters,
+                prepared=prepared,
             )
         else:
             lists = neighbour_lists(rank, len(catalog), self.neighbours, self.chunk)

@@ -83,18 +83,23 @@ def test_an_item_that_shares_no_word_with_the_query_but_its_neighbourhood_rises_
 
 
 def test_the_catalog_is_encoded_once_however_many_chunks_the_lists_take(wines_80, tiny_encoder):
+    """Exact lists in chunks, or lists searched among candidates: one encoding serves the lists
+    and the ranking."""
     forwards = []
     hook = tiny_encoder.model.register_forward_hook(lambda *_: forwards.append(1))
     try:
         tiny_encoder.distance_rows(wines_80, [0])
         once = len(forwards)
-        forwards.clear()
-        SharedNeighbourScorer(with_tfidf(tiny_encoder), neighbours=5, weight=0.5, chunk=8).distance_rows(
-            wines_80, [0]
-        )
+        for candidates in (0, 30):
+            forwards.clear()
+            scorer = SharedNeighbourScorer(
+                with_tfidf(tiny_encoder), neighbours=5, weight=0.5, chunk=8, candidates=candidates
+            )
+            scorer.distance_rows(wines_80, [0])
+            assert len(forwards) == once, candidates
     finally:
         hook.remove()
-    assert once > 0 and len(forwards) == once
+    assert once > 0
 
 
 def test_a_catalog_too_small_for_the_lists_is_ranked_by_the_base_alone_with_a_warning(wines_80, caplog):
