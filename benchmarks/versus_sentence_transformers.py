@@ -69,7 +69,7 @@ ON_CPU = ["--use_cpu", "true"]
 UNMASKED_POOLING = ["--pooling_input", "unmasked"]
 NO_CACHE = ["--guide_embedding_cache", "false"]  # the guide runs its forward every step
 # The recipes' default before the hybrid teacher: batches drawn at random, no teacher term.
-NO_TEACHER = ["--teacher_weight", "0", "--batch_neighbourhood_size", "0"]
+NO_TEACHER = ["--teacher_weight", "0", "--batch_neighbourhood_size", "0", "--teacher_shared_neighbours", "0"]
 # A CPU with AVX2 only (no AVX-512, no native bf16), imitated on a newer one: ATen's vectorised
 # ops, oneDNN and MKL's GEMMs each capped at AVX2. The libraries read these when they load.
 AVX2_KERNELS = {

@@ -1,0 +1,37 @@
+"""The speed benchmark's configurations stay valid recipe settings.
+
+``benchmarks/versus_sentence_transformers.py`` builds each row from a recipe plus overrides; when
+an option's rules change (a setting that needs another), a row can stop parsing and the benchmark
+dies at that row, after its earlier rows have spent their time (on a GPU lease, its minutes).
+"""
+
+import sys
+
+import pytest
+from conftest import REPO_ROOT
+
+from metricbert_trainer.metricbert.config import MetricBertConfig
+from metricbert_trainer.scripts.arguments import DataArguments, ModelArguments, parse_recipe_args
+
+
+@pytest.fixture(scope="module")
+def versus():
+    sys.path.insert(0, str(REPO_ROOT / "benchmarks"))
+    try:
+        import versus_sentence_transformers
+
+        yield versus_sentence_transformers
+    finally:
+        sys.path.remove(str(REPO_ROOT / "benchmarks"))
+
+
+def test_every_row_of_the_versus_benchmark_parses_as_it_is_run(versus, tmp_path, monkeypatch):
+    monkeypatch.chdir(REPO_ROOT)
+    for label, config, overrides in versus.OURS:
+        arguments = ["--config", config, "--output_dir", str(tmp_path), *overrides, *versus.ON_CPU]
+        if "bf16" in label:
+            arguments += versus.BF16
+        _, _, args = parse_recipe_args((ModelArguments, DataArguments, MetricBertConfig), arguments)
+        assert args.bf16 == ("bf16" in label), label
+        if "without the teacher" in label or "same work" in label:
+            assert args.teacher_weight == 0 and args.teacher_shared_neighbours == 0, label
