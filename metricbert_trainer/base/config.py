@@ -29,16 +29,38 @@ def cpu_flags() -> set[str]:
         return set()
 
 
+def cpu_identity(cpuinfo: str = "/proc/cpuinfo") -> tuple[str, int]:
+    """This CPU's vendor and family from ``cpuinfo`` (``("", 0)`` where it does not say, as on Arm)."""
+    fields = {}
+    try:
+        with open(cpuinfo, encoding="utf-8") as handle:
+            for line in handle:
+                name, _, value = line.partition(":")
+                if name.strip() in ("vendor_id", "cpu family"):
+                    fields.setdefault(name.strip(), value.strip())
+                if len(fields) == 2:
+                    break
+    except OSError:
+        pass
+    family = fields.get("cpu family", "0")
+    return fields.get("vendor_id", ""), int(family) if family.isdigit() else 0
+
+
 def cpu_trains_faster_in_bf16() -> bool:
-    """Whether bf16 autocast speeds training up on this CPU (``bf16_pays_on`` its flags)."""
-    return bf16_pays_on(cpu_flags())
+    """Whether bf16 autocast speeds training up on this CPU (``bf16_pays_on`` its flags and kind)."""
+    return bf16_pays_on(cpu_flags(), *cpu_identity())
 
 
-def bf16_pays_on(cpu_flags: set[str]) -> bool:
-    """AMX's bf16 tiles make a training step faster under bf16 autocast (1.39x fp32 on a 2-core
-    Xeon); AVX512-BF16 alone does not: on a Xeon with it and no AMX the step ran at 0.75x of fp32,
-    sentence-transformers' at 0.79x (benchmarks/RESULTS.md, "bf16 without AMX")."""
-    return "amx_bf16" in cpu_flags
+# AMD's family 26, Zen 5: AVX512-BF16 on full-width 512-bit units.
+AMD_ZEN5 = ("AuthenticAMD", 26)
+
+
+def bf16_pays_on(cpu_flags: set[str], vendor: str = "", family: int = 0) -> bool:
+    """Where bf16 autocast made a training step faster, measured (benchmarks/RESULTS.md): AMX's
+    bf16 tiles (1.39x fp32 on a 2-core Xeon) and AVX512-BF16 on an AMD Zen 5 (2.10x, "bf16 on Zen
+    5"). AVX512-BF16 alone is not enough: on a Xeon with it and no AMX the step ran at 0.75x of
+    fp32 ("bf16 without AMX"). Other CPUs with the flag (AMD's Zen 4 among them) are not measured."""
+    return "amx_bf16" in cpu_flags or ("avx512_bf16" in cpu_flags and (vendor, family) == AMD_ZEN5)
 
 
 def launched_without_accelerator() -> bool:
@@ -129,10 +151,10 @@ class CatalogTrainerConfig(TrainingArguments):
     cpu_bf16: bool = field(
         default=True,
         metadata={
-            "help": "Without a GPU, on a CPU with AMX (bf16 matrix tiles), train under bf16 autocast: faster, with "
-            "the same rankings (measurements: benchmarks/RESULTS.md). No effect when bf16 or fp16 is set, on GPUs, "
-            "or on other CPUs, AVX512-BF16 without AMX included, where bf16 is slower than fp32 (set bf16 to force "
-            "it)."
+            "help": "Without a GPU, on a CPU where bf16 was measured to pay (AMX's bf16 tiles; AVX512-BF16 on an "
+            "AMD Zen 5), train under bf16 autocast: faster, with rankings within the seed spread of fp32 "
+            "(measurements: benchmarks/RESULTS.md). No effect when bf16 or fp16 is set, on GPUs, or on other CPUs, "
+            "among them Intel's AVX512-BF16 without AMX, where bf16 is slower than fp32 (set bf16 to force it)."
         },
     )
     nonfinite_loss: str = field(

@@ -4,7 +4,7 @@ import pytest
 import yaml
 from conftest import REPO_ROOT
 
-from metricbert_trainer.base.config import bf16_pays_on, launched_without_accelerator
+from metricbert_trainer.base.config import bf16_pays_on, cpu_identity, launched_without_accelerator
 from metricbert_trainer.metricbert.config import MetricBertConfig
 from metricbert_trainer.metricbert.losses import LogisticTripletLoss, TripletLoss, build_loss
 from metricbert_trainer.metricbert.losses.mining import Mining
@@ -219,9 +219,32 @@ def test_a_users_config_says_which_recipe_settings_it_drops(tmp_path, caplog):
     assert not [record for record in caplog.records if "--config replaces" in record.getMessage()]
 
 
-def test_cpu_bf16_chooses_bf16_autocast_on_amx_only():
-    """The flags of the two Xeons measured in benchmarks/RESULTS.md: with AMX bf16 trained 1.39x
-    faster than fp32; with AVX512-BF16 (and AVX512-FP16) but no AMX it trained at 0.75x."""
-    assert bf16_pays_on({"avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile", "amx_int8"})
-    assert not bf16_pays_on({"avx2", "avx512f", "avx512_bf16", "avx512_fp16"})
+def test_cpu_bf16_chooses_bf16_autocast_where_it_was_measured_to_pay():
+    """The CPUs measured in benchmarks/RESULTS.md: a Xeon with AMX (bf16 trained 1.39x faster than
+    fp32), an AMD Zen 5 with AVX512-BF16 (2.10x); a Xeon with AVX512-BF16 (and AVX512-FP16) but no
+    AMX trained at 0.75x, and an unmeasured Zen 4 (family 25) with the same flag stays in fp32."""
+    assert bf16_pays_on(
+        {"avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile", "amx_int8"}, "GenuineIntel", 6
+    )
+    assert not bf16_pays_on({"avx2", "avx512f", "avx512_bf16", "avx512_fp16"}, "GenuineIntel", 6)
+    assert bf16_pays_on({"avx2", "avx512f", "avx512_bf16"}, "AuthenticAMD", 26)
+    assert not bf16_pays_on({"avx2", "avx512f", "avx512_bf16"}, "AuthenticAMD", 25)
+    assert not bf16_pays_on({"avx2", "fma"}, "AuthenticAMD", 26)
     assert not bf16_pays_on({"avx2", "fma"})
+
+
+def test_the_cpus_vendor_and_family_are_read_from_cpuinfo(tmp_path):
+    zen5 = tmp_path / "zen5"
+    zen5.write_text(
+        "processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 26\nmodel\t\t: 2\nmodel name\t: AMD EPYC\n"
+        "processor\t: 1\nvendor_id\t: AuthenticAMD\ncpu family\t: 26\n",
+        encoding="utf-8",
+    )
+    arm = tmp_path / "arm"
+    arm.write_text(
+        "processor\t: 0\nBogoMIPS\t: 243.75\nFeatures\t: fp asimd\nCPU implementer\t: 0x41\n",
+        encoding="utf-8",
+    )
+    assert cpu_identity(str(zen5)) == ("AuthenticAMD", 26)
+    assert cpu_identity(str(arm)) == ("", 0)
+    assert cpu_identity(str(tmp_path / "missing")) == ("", 0)
