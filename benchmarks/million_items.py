@@ -66,7 +66,9 @@ the hybrid ranking over the whole catalog before its first answer, even for one 
 synthetic vectors for the encoder's part): the hybrid's preparation (TF-IDF fitted on both fields)
 apart from the lists, and the lists projected to a million items by ``N^2``. With
 ``--candidates C`` the lists are searched among each item's ``C`` nearest under the encoder
-(``evaluation.candidate_lists``, found by ``--backend``: FAISS HNSW32 by default), projected by ``N``.
+(``evaluation.candidate_lists``, found by ``--backend``: FAISS HNSW32 by default), projected by ``N``,
+and compared with the exact lists of ``--recall-sample`` items drawn at random (their rows of the
+hybrid against every item): the share of each exact list the searched one holds.
 """
 
 from __future__ import annotations
@@ -557,16 +559,23 @@ def run_shared_neighbours(arguments: argparse.Namespace) -> None:
     )
 
 
-def rerank_row(items: int, neighbours: int, candidates: int = 0, backend: str = "exact") -> dict:
+def rerank_row(
+    items: int, neighbours: int, candidates: int = 0, backend: str = "exact", recall_sample: int = 0
+) -> dict:
     """The hybrid's preparation, then the re-ranking's lists, at ``items`` items, in a process of its
-    own: exact, or searched among ``candidates`` found by ``backend`` (``evaluation.candidate_lists``)."""
+    own: exact, or searched among ``candidates`` found by ``backend`` (``evaluation.candidate_lists``),
+    then compared with the exact lists of ``recall_sample`` items."""
     from dataclasses import dataclass
 
     import pandas as pd
 
     from metricbert_trainer.base.distances import Distance
     from metricbert_trainer.data.catalog import load_catalog
-    from metricbert_trainer.evaluation.candidate_lists import candidate_neighbour_lists
+    from metricbert_trainer.evaluation.candidate_lists import (
+        candidate_neighbour_lists,
+        prepared_parts,
+        prepared_ranker,
+    )
     from metricbert_trainer.evaluation.hybrid import with_tfidf
     from metricbert_trainer.evaluation.neighbours import METRIC_INF
     from metricbert_trainer.evaluation.scorers import VectorScorer
@@ -590,14 +599,38 @@ def rerank_row(items: int, neighbours: int, candidates: int = 0, backend: str = 
     catalog = load_catalog(frame)
     hybrid = with_tfidf(SyntheticEncoder(clustered_views(len(catalog), 384)))  # items with a text
     started = time.perf_counter()
-    rank = hybrid.row_ranker(catalog)
+    # What evaluate and recommend prepare: the exact hybrid's ranker, or (with candidates) the
+    # parts' vectors, which the candidate lists and the ranker then share.
+    ready = prepared_parts(hybrid, catalog) if candidates else hybrid.row_ranker(catalog)
     prepared = time.perf_counter() - started
     started = time.perf_counter()
-    if candidates:
-        candidate_neighbour_lists(hybrid, catalog, neighbours, candidates, backend=backend)
-    else:
-        neighbour_lists(rank, len(catalog), neighbours)
-    return {"prepared": prepared, "lists": time.perf_counter() - started, "peak_gib": peak_rss_gib()}
+    if not candidates:
+        neighbour_lists(ready, len(catalog), neighbours)
+        return {"prepared": prepared, "lists": time.perf_counter() - started, "peak_gib": peak_rss_gib()}
+    lists = candidate_neighbour_lists(
+        hybrid, catalog, neighbours, candidates, backend=backend, prepared=ready
+    )
+    row = {"prepared": prepared, "lists": time.perf_counter() - started, "peak_gib": peak_rss_gib()}
+    if recall_sample:
+        sample = np.random.default_rng(1).choice(len(catalog), size=recall_sample, replace=False)
+        exact = sampled_exact_lists(prepared_ranker(hybrid, ready), sample, neighbours)
+        row["recall"] = float(
+            np.mean([len(set(a) & set(b)) for a, b in zip(lists[sample], exact, strict=True)]) / neighbours
+        )
+        row["peak_with_ranker_gib"] = peak_rss_gib()
+    return row
+
+
+def sampled_exact_lists(rank, sample: np.ndarray, neighbours: int, chunk: int = 32) -> np.ndarray:
+    """``[len(sample), neighbours]``: the exact lists of the ``sample`` items under ``rank`` (each
+    item's ``neighbours`` nearest other items, as a set: ties at the list's end in any order)."""
+    lists = []
+    for start in range(0, len(sample), chunk):
+        rows = sample[start : start + chunk]
+        distances = np.array(rank(rows), dtype=np.float32)
+        distances[np.arange(len(rows)), rows] = np.inf  # never its own neighbour
+        lists.append(np.argpartition(distances, neighbours - 1, axis=1)[:, :neighbours])
+    return np.concatenate(lists)
 
 
 def run_rerank(arguments: argparse.Namespace) -> None:
@@ -607,16 +640,29 @@ def run_rerank(arguments: argparse.Namespace) -> None:
         print_list_timings(rerank_row, arguments.items, DEFAULT_NEIGHBOURS, "hybrid prepared")
         return
     print(
-        f"| items | lists searched among {arguments.candidates} candidates ({arguments.backend}) (s) | "
-        "peak RSS GiB | lists at 1M items, by N (h) |\n|---:|---:|---:|---:|"
+        f"| items | vectors prepared (s) | lists searched among {arguments.candidates} candidates "
+        f"({arguments.backend}) (s) | peak RSS GiB | lists at 1M items, by N (h) | recall of the exact "
+        f"lists ({arguments.recall_sample} items) | peak RSS GiB with the exact ranker |\n|---:|---:|---:|---:|---:|---:|---:|"
     )
     for count in arguments.items:
         result = in_fresh_process(
-            rerank_row, count, DEFAULT_NEIGHBOURS, arguments.candidates, arguments.backend
+            rerank_row,
+            count,
+            DEFAULT_NEIGHBOURS,
+            arguments.candidates,
+            arguments.backend,
+            arguments.recall_sample,
         )
         projected = result["lists"] * 1_000_000 / count / 3600
+        recall = (
+            f"{result['recall']:.4f} | {result['peak_with_ranker_gib']:.2f}"
+            if "recall" in result
+            else "- | -"
+        )
         print(
-            f"| {count:,} | {result['lists']:.1f} | {result['peak_gib']:.2f} | {projected:.2f} |", flush=True
+            f"| {count:,} | {result['prepared']:.1f} | {result['lists']:.1f} | {result['peak_gib']:.2f} "
+            f"| {projected:.2f} | {recall} |",
+            flush=True,
         )
 
 
@@ -683,6 +729,12 @@ def main() -> None:
     )
     rerank.add_argument(
         "--backend", choices=["exact", "faiss"], default="faiss", help="How the candidates are found."
+    )
+    rerank.add_argument(
+        "--recall-sample",
+        type=int,
+        default=500,
+        help="With --candidates: compare with the exact lists of this many items drawn at random (0: not).",
     )
     rerank.set_defaults(run=run_rerank)
     arguments = parser.parse_args()

@@ -11,11 +11,17 @@ query's candidates (``hybrid.standardised_rows``); here each part's mean and spr
 from ``sample`` items drawn at random, the same for every row, which estimates them to about
 ``1 / sqrt(2 * sample)``. With every item a candidate and in the sample, the lists are the exact
 ones (tested).
+
+With the ``faiss`` backend the index is built once over the encoder's unit views, side by side in
+one matrix whose column slices serve the re-scoring too, and searched ``SEARCH_CHUNK`` items at a
+time, each chunk's candidates re-scored at once: no copy of the views beyond that matrix and the
+index's own, and no ``[N, candidates]`` array (``neighbours.top_k`` keeps both, and at a million
+items ran out of 24 GiB; docs/scale_out.md).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
 from scipy import sparse
@@ -24,11 +30,13 @@ from sklearn.preprocessing import normalize
 from metricbert_trainer.base.distances import Distance
 from metricbert_trainer.data.catalog import Catalog
 from metricbert_trainer.evaluation.hybrid import FusedScorer, fused_ranker
-from metricbert_trainer.evaluation.neighbours import top_k
+from metricbert_trainer.evaluation.neighbours import inner_product_index, top_k
 from metricbert_trainer.evaluation.scorers import Scorer, VectorScorer
 
 # Items whose candidates are re-scored at a time ([CHUNK, candidates] pairs per view).
 CHUNK = 128
+# Items whose candidates one FAISS search returns ([SEARCH_CHUNK, candidates + 1] ids and scores).
+SEARCH_CHUNK = 8192
 DEFAULT_SAMPLE = 2048
 
 
@@ -75,6 +83,52 @@ def unit_views(vectors: dict) -> list[np.ndarray | sparse.csr_matrix]:
         else normalize(np.asarray(view, dtype=np.float32))
         for view in vectors.values()
     ]
+
+
+def stacked_unit_views(vectors: dict) -> tuple[np.ndarray, list[np.ndarray]]:
+    """The dense views' unit rows side by side in one float32 matrix (its inner products are sums
+    of per-view cosines, what a FAISS index of it searches), and each view as a column slice of it,
+    filled one view at a time: a single copy of the vectors."""
+    if any(sparse.issparse(view) for view in vectors.values()):
+        raise ValueError("The 'faiss' backend searches dense vectors; use backend='exact'.")
+    widths = [np.shape(view)[1] for view in vectors.values()]
+    stacked = np.empty((np.shape(next(iter(vectors.values())))[0], sum(widths)), dtype=np.float32)
+    edges = np.cumsum([0, *widths])
+    for view, start, stop in zip(vectors.values(), edges[:-1], edges[1:], strict=True):
+        stacked[:, start:stop] = normalize(np.asarray(view, dtype=np.float32))
+    return stacked, [stacked[:, start:stop] for start, stop in zip(edges[:-1], edges[1:], strict=True)]
+
+
+def faiss_candidate_pools(
+    stacked: np.ndarray, candidates: int, factory: str, parameters: str, chunk: int = SEARCH_CHUNK
+) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """``(rows, [len(rows), candidates])`` for every ``chunk`` items: each item's ``candidates``
+    nearest other items by the summed cosine of its ``stacked`` unit views, from one FAISS index
+    built by ``factory`` and searched with ``parameters``; the index's order, the item itself left
+    out (the last one found when the search missed the item itself)."""
+    index = inner_product_index(stacked, factory, parameters)
+    for start in range(0, len(stacked), chunk):
+        rows = np.arange(start, min(start + chunk, len(stacked)))
+        _, found = index.search(stacked[rows], candidates + 1)  # +1: the item itself
+        others = found != rows[:, None]
+        kept = np.take_along_axis(found, np.argsort(~others, axis=1, kind="stable"), axis=1)[:, :candidates]
+        if (kept < 0).any():
+            raise ValueError(
+                f"The FAISS index {factory!r} returned fewer than {candidates} candidates for some items; "
+                "search it more widely (efSearch, nprobe) or ask for fewer candidates."
+            )
+        yield rows, kept
+
+
+def exact_candidate_pools(
+    vectors: dict, distance: Distance, candidates: int, chunk: int = CHUNK
+) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """``(rows, [len(rows), candidates])`` for every ``chunk`` items: each item's ``candidates``
+    nearest other items under ``distance`` over its views, from every pair (``neighbours.top_k``)."""
+    found = top_k(vectors, distance, candidates, backend="exact").indices
+    for start in range(0, len(found), chunk):
+        rows = np.arange(start, min(start + chunk, len(found)))
+        yield rows, found[rows]
 
 
 def pair_distances(views: Sequence, distance: Distance, rows: np.ndarray, columns: np.ndarray) -> np.ndarray:
@@ -125,8 +179,10 @@ def candidate_neighbour_lists(
 ) -> np.ndarray:
     """``[N, neighbours]``: each item's ``neighbours`` nearest other items under ``scorer`` (a
     vector scorer or a fusion of them), searched among its ``candidates`` nearest under the first
-    part (``backend`` as ``neighbours.top_k`` takes it), nearest first, ties by catalog order.
-    ``prepared``: the parts' vectors of ``catalog`` (``prepared_parts``), when already computed."""
+    part, nearest first, ties by catalog order. ``backend``: ``exact`` compares every pair under the
+    first part's distance (``neighbours.top_k``), ``faiss`` searches one index of its unit views
+    (``faiss_index``, ``faiss_parameters``) by their summed cosine. ``prepared``: the parts' vectors
+    of ``catalog`` (``prepared_parts``), when already computed."""
     count = len(catalog)
     if not 0 < neighbours <= candidates < count:
         raise ValueError(
@@ -136,31 +192,46 @@ def candidate_neighbour_lists(
     parts = [(part, weight) for part, weight, _ in prepared]
     vectors = [part_vectors for _, _, part_vectors in prepared]
     first, _ = parts[0]
-    # FAISS orders by the summed cosine, a close proxy of a sum of angles; the hybrid re-scores
-    # the candidates anyway, so the index is asked for exactly as many as are kept.
-    found = top_k(
-        vectors[0],
-        first.distance,
-        candidates,
-        backend=backend,
-        faiss_index=faiss_index,
-        faiss_candidates=candidates,
-        faiss_parameters=faiss_parameters,
-    ).indices
-    views = [unit_views(part_vectors) for part_vectors in vectors]
+    views = [unit_views(part_vectors) for part_vectors in vectors[1:]]
+    if backend == "faiss":
+        # FAISS orders by the summed cosine, a close proxy of a sum of angles; the hybrid re-scores
+        # the candidates anyway, so the index is asked for exactly as many as are kept.
+        stacked, first_views = stacked_unit_views(vectors[0])
+        pools = faiss_candidate_pools(
+            stacked, candidates, faiss_index, faiss_parameters, chunk=max(chunk, SEARCH_CHUNK)
+        )
+    elif backend == "exact":
+        first_views = unit_views(vectors[0])
+        pools = exact_candidate_pools(vectors[0], first.distance, candidates, chunk=chunk)
+    else:
+        raise ValueError(f"Unknown candidate backend {backend!r}; use 'exact' or 'faiss'.")
+    views.insert(0, first_views)
     drawn = np.sort(np.random.default_rng(seed).choice(count, size=min(sample, count), replace=False))
     lists = np.empty((count, neighbours), dtype=np.int64)
-    for start in range(0, count, chunk):
-        rows = np.arange(start, min(start + chunk, count))
-        pool = found[rows]
-        fused = np.zeros(pool.shape, dtype=np.float64)
-        others = drawn[None, :] != rows[:, None]  # an item's distance to itself is not a candidate's
-        for (part, weight), part_views in zip(parts, views, strict=True):
-            kept = np.where(others, sample_distances(part_views, part.distance, rows, drawn), np.nan)
-            mean = np.nanmean(kept, axis=1, keepdims=True)
-            spread = np.nanstd(kept, axis=1, keepdims=True)
-            scale = np.where(spread > 0, spread, np.inf)  # no spread: this part does not move the row
-            fused += weight * (pair_distances(part_views, part.distance, rows, pool) - mean) / scale
-        order = np.lexsort((pool, fused), axis=1)[:, :neighbours]
-        lists[rows] = np.take_along_axis(pool, order, axis=1)
+    for searched, searched_pools in pools:
+        for start in range(0, len(searched), chunk):
+            rows, pool = searched[start : start + chunk], searched_pools[start : start + chunk]
+            lists[rows] = _nearest_by_fusion(parts, views, rows, pool, drawn, neighbours)
     return lists
+
+
+def _nearest_by_fusion(
+    parts: Sequence[tuple[VectorScorer, float]],
+    views: Sequence[Sequence],
+    rows: np.ndarray,
+    pool: np.ndarray,
+    drawn: np.ndarray,
+    neighbours: int,
+) -> np.ndarray:
+    """``[len(rows), neighbours]``: the ``neighbours`` items of each row's ``pool`` nearest under
+    the fusion, each part standardised by its mean and spread over the ``drawn`` items."""
+    fused = np.zeros(pool.shape, dtype=np.float64)
+    others = drawn[None, :] != rows[:, None]  # an item's distance to itself is not a candidate's
+    for (part, weight), part_views in zip(parts, views, strict=True):
+        kept = np.where(others, sample_distances(part_views, part.distance, rows, drawn), np.nan)
+        mean = np.nanmean(kept, axis=1, keepdims=True)
+        spread = np.nanstd(kept, axis=1, keepdims=True)
+        scale = np.where(spread > 0, spread, np.inf)  # no spread: this part does not move the row
+        fused += weight * (pair_distances(part_views, part.distance, rows, pool) - mean) / scale
+    order = np.lexsort((pool, fused), axis=1)[:, :neighbours]
+    return np.take_along_axis(pool, order, axis=1)

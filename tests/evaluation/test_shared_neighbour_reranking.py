@@ -9,7 +9,11 @@ import pandas as pd
 import pytest
 
 from metricbert_trainer.data.catalog import load_catalog
-from metricbert_trainer.evaluation.candidate_lists import candidate_neighbour_lists
+from metricbert_trainer.evaluation.candidate_lists import (
+    candidate_neighbour_lists,
+    faiss_candidate_pools,
+    stacked_unit_views,
+)
 from metricbert_trainer.evaluation.hybrid import standardised_rows, with_tfidf
 from metricbert_trainer.evaluation.scorers import TfidfScorer
 from metricbert_trainer.evaluation.shared_neighbours import (
@@ -175,3 +179,32 @@ def test_the_scorer_searches_among_candidates_and_keeps_such_lists_apart(
         SharedNeighbourScorer(hybrid, 7, 0.5, candidates=5)
     with pytest.raises(ValueError, match="need vector scorers"):
         candidate_neighbour_lists(SharedNeighbourScorer(hybrid, 7, 0.5), wines_80, 7, 30)
+
+
+def test_a_faiss_search_of_every_item_gives_the_exact_lists(wines_80, tiny_encoder):
+    """The chunked FAISS path (one index of the stacked unit views, searched a chunk at a time)
+    re-scores the same candidates as the exact path when every other item is one."""
+    hybrid = with_tfidf(tiny_encoder, 0.3)
+    exact = neighbour_lists(hybrid.row_ranker(wines_80), len(wines_80), 7)
+    searched = candidate_neighbour_lists(
+        hybrid, wines_80, 7, 79, sample=80, backend="faiss", faiss_index="Flat", faiss_parameters=""
+    )
+    assert np.array_equal(searched, exact)
+
+
+def test_faiss_candidate_pools_leave_each_item_out_across_chunks():
+    rng = np.random.default_rng(0)
+    views = {"title": rng.standard_normal((50, 8)), "description": rng.standard_normal((50, 8))}
+    stacked, slices = stacked_unit_views(views)
+    assert np.allclose(np.linalg.norm(slices[1], axis=1), 1.0) and np.shares_memory(slices[0], stacked)
+    summed_cosine = stacked @ stacked.T
+    np.fill_diagonal(summed_cosine, -np.inf)
+    seen = []
+    for rows, pool in faiss_candidate_pools(stacked, 10, "Flat", "", chunk=7):
+        assert pool.shape == (len(rows), 10) and not (pool == rows[:, None]).any()
+        expected = np.argsort(-summed_cosine[rows], axis=1, kind="stable")[:, :10]
+        assert all(set(a) == set(b) for a, b in zip(pool, expected, strict=True))
+        seen += list(rows)
+    assert seen == list(range(50))
+    with pytest.raises(ValueError, match="NaN"):  # sklearn's normalize refuses it
+        stacked_unit_views({"title": np.full((3, 2), np.nan)})
