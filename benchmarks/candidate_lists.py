@@ -20,9 +20,7 @@ import statistics
 import time
 from pathlib import Path
 
-import numpy as np
-
-from metricbert_trainer.evaluation.candidate_lists import candidate_neighbour_lists
+from metricbert_trainer.evaluation.candidate_lists import candidate_neighbour_lists, list_recall
 from metricbert_trainer.evaluation.evaluator import evaluate_distance_rows
 from metricbert_trainer.evaluation.hybrid import with_tfidf
 from metricbert_trainer.evaluation.shared_neighbours import (
@@ -72,23 +70,20 @@ def main() -> None:
                     hybrid, catalog, DEFAULT_NEIGHBOURS, candidates, backend=options.backend
                 )
                 listings[candidates] = (lists, time.perf_counter() - started)
-            reference = evaluate_distance_rows(
-                reranked_rows(base, overlap_rows(membership(exact), dev.seeds), DEFAULT_WEIGHT, dev.seeds),
-                dev,
-            )
-            for candidates, (lists, seconds) in listings.items():
-                metrics = evaluate_distance_rows(
+            ranked = {
+                candidates: evaluate_distance_rows(
                     reranked_rows(
                         base, overlap_rows(membership(lists), dev.seeds), DEFAULT_WEIGHT, dev.seeds
                     ),
                     dev,
                 )
-                recall = (
-                    np.mean([len(set(a) & set(b)) for a, b in zip(lists, exact, strict=True)])
-                    / exact.shape[1]
-                )
+                for candidates, (lists, _) in listings.items()
+            }
+            reference = ranked[0]  # the exact lists
+            for candidates, (lists, seconds) in listings.items():
+                metrics = ranked[candidates]
                 entry = found.setdefault(candidates, {"recall": [], "seconds": []})
-                entry["recall"].append(float(recall))
+                entry["recall"].append(list_recall(lists, exact))
                 entry["seconds"].append(seconds)
                 for metric in SHOWN:
                     entry.setdefault(metric, []).append(float(metrics[metric] - reference[metric]))

@@ -573,6 +573,7 @@ def rerank_row(
     from metricbert_trainer.data.catalog import load_catalog
     from metricbert_trainer.evaluation.candidate_lists import (
         candidate_neighbour_lists,
+        list_recall,
         prepared_parts,
         prepared_ranker,
     )
@@ -613,24 +614,10 @@ def rerank_row(
     row = {"prepared": prepared, "lists": time.perf_counter() - started, "peak_gib": peak_rss_gib()}
     if recall_sample:
         sample = np.random.default_rng(1).choice(len(catalog), size=recall_sample, replace=False)
-        exact = sampled_exact_lists(prepared_ranker(hybrid, ready), sample, neighbours)
-        row["recall"] = float(
-            np.mean([len(set(a) & set(b)) for a, b in zip(lists[sample], exact, strict=True)]) / neighbours
-        )
+        exact = neighbour_lists(prepared_ranker(hybrid, ready), len(catalog), neighbours, items=sample)
+        row["recall"] = list_recall(lists[sample], exact)
         row["peak_with_ranker_gib"] = peak_rss_gib()
     return row
-
-
-def sampled_exact_lists(rank, sample: np.ndarray, neighbours: int, chunk: int = 32) -> np.ndarray:
-    """``[len(sample), neighbours]``: the exact lists of the ``sample`` items under ``rank`` (each
-    item's ``neighbours`` nearest other items, as a set: ties at the list's end in any order)."""
-    lists = []
-    for start in range(0, len(sample), chunk):
-        rows = sample[start : start + chunk]
-        distances = np.array(rank(rows), dtype=np.float32)
-        distances[np.arange(len(rows)), rows] = np.inf  # never its own neighbour
-        lists.append(np.argpartition(distances, neighbours - 1, axis=1)[:, :neighbours])
-    return np.concatenate(lists)
 
 
 def run_rerank(arguments: argparse.Namespace) -> None:

@@ -18,37 +18,37 @@ from metricbert_trainer.base.parameter_docs import documented_parameters
 from metricbert_trainer.publishing.model_card import is_local_path
 
 
-def cpu_flags() -> set[str]:
-    """This CPU's feature flags from /proc/cpuinfo; empty where that file does not exist."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as handle:
-            return set(
-                next((line.split(":", 1)[1].split() for line in handle if line.startswith("flags")), [])
-            )
-    except OSError:
-        return set()
-
-
-def cpu_identity(cpuinfo: str = "/proc/cpuinfo") -> tuple[str, int]:
-    """This CPU's vendor and family from ``cpuinfo`` (``("", 0)`` where it does not say, as on Arm)."""
-    fields = {}
+def cpuinfo_fields(cpuinfo: str = "/proc/cpuinfo") -> dict[str, str]:
+    """The first processor's ``name: value`` fields of ``cpuinfo`` (empty where it does not exist)."""
+    fields: dict[str, str] = {}
     try:
         with open(cpuinfo, encoding="utf-8") as handle:
             for line in handle:
+                if not line.strip():
+                    break  # the first processor's block ends here; the others repeat it
                 name, _, value = line.partition(":")
-                if name.strip() in ("vendor_id", "cpu family"):
-                    fields.setdefault(name.strip(), value.strip())
-                if len(fields) == 2:
-                    break
+                fields.setdefault(name.strip(), value.strip())
     except OSError:
         pass
+    return fields
+
+
+def cpu_flags(fields: dict[str, str] | None = None) -> set[str]:
+    """This CPU's feature flags (``cpuinfo_fields``); empty where /proc/cpuinfo does not exist."""
+    return set((cpuinfo_fields() if fields is None else fields).get("flags", "").split())
+
+
+def cpu_identity(fields: dict[str, str] | None = None) -> tuple[str, int]:
+    """This CPU's vendor and family (``cpuinfo_fields``; ``("", 0)`` where they are not said, as on Arm)."""
+    fields = cpuinfo_fields() if fields is None else fields
     family = fields.get("cpu family", "0")
     return fields.get("vendor_id", ""), int(family) if family.isdigit() else 0
 
 
 def cpu_trains_faster_in_bf16() -> bool:
     """Whether bf16 autocast speeds training up on this CPU (``bf16_pays_on`` its flags and kind)."""
-    return bf16_pays_on(cpu_flags(), *cpu_identity())
+    fields = cpuinfo_fields()
+    return bf16_pays_on(cpu_flags(fields), *cpu_identity(fields))
 
 
 # AMD's family 26, Zen 5: AVX512-BF16 on full-width 512-bit units.

@@ -120,15 +120,9 @@ def faiss_candidate_pools(
         yield rows, kept
 
 
-def exact_candidate_pools(
-    vectors: dict, distance: Distance, candidates: int, chunk: int = CHUNK
-) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-    """``(rows, [len(rows), candidates])`` for every ``chunk`` items: each item's ``candidates``
-    nearest other items under ``distance`` over its views, from every pair (``neighbours.top_k``)."""
-    found = top_k(vectors, distance, candidates, backend="exact").indices
-    for start in range(0, len(found), chunk):
-        rows = np.arange(start, min(start + chunk, len(found)))
-        yield rows, found[rows]
+def list_recall(lists: np.ndarray, exact: np.ndarray) -> float:
+    """The share of each row of ``exact`` that the same row of ``lists`` holds, averaged over rows."""
+    return float(np.mean([len(set(a) & set(b)) for a, b in zip(lists, exact, strict=True)]) / exact.shape[1])
 
 
 def pair_distances(views: Sequence, distance: Distance, rows: np.ndarray, columns: np.ndarray) -> np.ndarray:
@@ -197,12 +191,11 @@ def candidate_neighbour_lists(
         # FAISS orders by the summed cosine, a close proxy of a sum of angles; the hybrid re-scores
         # the candidates anyway, so the index is asked for exactly as many as are kept.
         stacked, first_views = stacked_unit_views(vectors[0])
-        pools = faiss_candidate_pools(
-            stacked, candidates, faiss_index, faiss_parameters, chunk=max(chunk, SEARCH_CHUNK)
-        )
+        pools = faiss_candidate_pools(stacked, candidates, faiss_index, faiss_parameters)
     elif backend == "exact":
         first_views = unit_views(vectors[0])
-        pools = exact_candidate_pools(vectors[0], first.distance, candidates, chunk=chunk)
+        # Every pair under the first part's distance (neighbours.top_k), all items as one pool.
+        pools = [(np.arange(count), top_k(vectors[0], first.distance, candidates, backend="exact").indices)]
     else:
         raise ValueError(f"Unknown candidate backend {backend!r}; use 'exact' or 'faiss'.")
     views.insert(0, first_views)

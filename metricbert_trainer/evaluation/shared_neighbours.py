@@ -62,15 +62,21 @@ PROBE_ROWS = 8
 
 
 def neighbour_lists(
-    rank: Callable[[Sequence[int]], np.ndarray], count: int, neighbours: int, chunk: int = CHUNK
+    rank: Callable[[Sequence[int]], np.ndarray],
+    count: int,
+    neighbours: int,
+    chunk: int = CHUNK,
+    items: Sequence[int] | None = None,
 ) -> np.ndarray:
-    """``[count, neighbours]``: each item's ``neighbours`` nearest other items under ``rank`` (a
-    ``Scorer.row_ranker``), nearest first, ties broken by catalog order."""
+    """``[len(items), neighbours]``: each of ``items``' (default every item's) ``neighbours``
+    nearest other items under ``rank`` (a ``Scorer.row_ranker``), nearest first, ties broken by
+    catalog order."""
     if not 0 < neighbours < count:
         raise ValueError(f"{neighbours} neighbours per item need a catalog of more items; it has {count}.")
+    items = np.arange(count) if items is None else np.asarray(items, dtype=np.int64)
     lists = []
-    for start in range(0, count, chunk):
-        rows = np.arange(start, min(start + chunk, count))
+    for start in range(0, len(items), chunk):
+        rows = items[start : start + chunk]
         distances = np.array(rank(rows), dtype=np.float32)
         distances[np.arange(len(rows)), rows] = np.inf  # never its own neighbour
         nearest = np.argpartition(distances, neighbours - 1, axis=1)[:, :neighbours]

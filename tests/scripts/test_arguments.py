@@ -4,7 +4,12 @@ import pytest
 import yaml
 from conftest import REPO_ROOT
 
-from metricbert_trainer.base.config import bf16_pays_on, cpu_identity, launched_without_accelerator
+from metricbert_trainer.base.config import (
+    bf16_pays_on,
+    cpu_identity,
+    cpuinfo_fields,
+    launched_without_accelerator,
+)
 from metricbert_trainer.metricbert.config import MetricBertConfig
 from metricbert_trainer.metricbert.losses import LogisticTripletLoss, TripletLoss, build_loss
 from metricbert_trainer.metricbert.losses.mining import Mining
@@ -245,6 +250,6 @@ def test_the_cpus_vendor_and_family_are_read_from_cpuinfo(tmp_path):
         "processor\t: 0\nBogoMIPS\t: 243.75\nFeatures\t: fp asimd\nCPU implementer\t: 0x41\n",
         encoding="utf-8",
     )
-    assert cpu_identity(str(zen5)) == ("AuthenticAMD", 26)
-    assert cpu_identity(str(arm)) == ("", 0)
-    assert cpu_identity(str(tmp_path / "missing")) == ("", 0)
+    assert cpu_identity(cpuinfo_fields(str(zen5))) == ("AuthenticAMD", 26)
+    assert cpu_identity(cpuinfo_fields(str(arm))) == ("", 0)
+    assert cpu_identity(cpuinfo_fields(str(tmp_path / "missing"))) == ("", 0)
