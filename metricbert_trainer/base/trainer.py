@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import torch
-from transformers import AutoTokenizer, PreTrainedModel, Trainer, TrainingArguments
+from transformers import AutoTokenizer, PreTrainedModel, Trainer, TrainingArguments, set_seed
 from transformers.trainer_utils import get_last_checkpoint
 
 from metricbert_trainer.base.attention import varying_shape_attention
@@ -52,6 +52,14 @@ PICKLED_TRAINING_ARGUMENTS_FILE = "training_args.bin"
 
 class NonFiniteLossError(FloatingPointError):
     """A training step's loss was NaN or infinite (``nonfinite_loss: stop``)."""
+
+
+def seed_before_loading(args: TrainingArguments | None) -> None:
+    """Seeds every generator with the run's seed (the config's default without ``args``) before a
+    trainer loads a model by name: the parts a checkpoint lacks (all-MiniLM-L6-v2's MLM head, a
+    tagger's classifier) are drawn at load time, before ``Trainer`` seeds, so without this two
+    runs of one config would start from different weights."""
+    set_seed(args.seed if args is not None else TrainingArguments.seed)
 
 
 class CatalogTrainer(StagedCheckpoints, Trainer):
@@ -210,6 +218,7 @@ class CatalogTrainer(StagedCheckpoints, Trainer):
             path = resolve_model_name(model)
             if processing_class is None:
                 processing_class = AutoTokenizer.from_pretrained(path)
+            seed_before_loading(args)
             model = load_masked_lm(path)
         elif processing_class is None and model.config.name_or_path:
             # As trl does: the tokenizer saved beside the model's weights, when there is one.

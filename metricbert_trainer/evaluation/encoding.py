@@ -117,10 +117,34 @@ def inference_session(model: PreTrainedModel, precision: str = "auto") -> Iterat
     was_training = model.training
     model.eval()
     try:
-        with torch.inference_mode(), inference_autocast(device, precision), varying_shape_attention(device):
+        with (
+            torch.inference_mode(),
+            inference_autocast(device, precision),
+            varying_shape_attention(device),
+            without_training_autocast(model),
+        ):
             yield device
     finally:
         model.train(was_training)
+
+
+@contextlib.contextmanager
+def without_training_autocast(model: PreTrainedModel) -> Iterator[None]:
+    """Sets aside, for the pass, the autocast wrapper accelerate puts on a prepared model's
+    ``forward`` under mixed precision (``unwrap_model`` keeps it, and stripping it for good would
+    change the training model too): a pass that calls ``model(...)`` (the tagger's evaluation)
+    would otherwise run at the training's precision instead of ``inference_autocast``'s, and a
+    bf16 CPU run's evaluation would disagree with its saved model's fp32 one."""
+    wrapped = model.__dict__.get("forward")
+    original = model.__dict__.get("_original_forward")
+    if wrapped is None or original is None:
+        yield
+        return
+    model.forward = original
+    try:
+        yield
+    finally:
+        model.forward = wrapped
 
 
 def encode_catalog(

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from transformers import AutoTokenizer, PreTrainedModel
 
 from metricbert_trainer.base.modeling import resolve_model_name
-from metricbert_trainer.base.trainer import CatalogTrainer
+from metricbert_trainer.base.trainer import CatalogTrainer, seed_before_loading
 from metricbert_trainer.metricbert.losses import InBatchLoss
 from metricbert_trainer.ner.collator import NerCollator
 from metricbert_trainer.ner.config import NerConfig
@@ -96,6 +96,7 @@ class NerTrainer(CatalogTrainer):
                 raise ValueError("A model given by name needs labels, the BIO tags it learns.")
             if kwargs.get("processing_class") is None:
                 kwargs["processing_class"] = AutoTokenizer.from_pretrained(resolve_model_name(model))
+            seed_before_loading(args)
             model = load_tagger(model, labels)
         self.metric_loss = loss
         super().__init__(model, args, *positional, **kwargs)

@@ -35,3 +35,25 @@ def test_a_loaded_model_without_a_tokenizer_gets_the_one_saved_beside_it(
     trainer = MetricBertTrainer(load_masked_lm(tiny_model_path), train_dataset=items)
     assert trainer.processing_class is not None
     assert trainer.processing_class("Pinot Gris")["input_ids"][0] == trainer.processing_class.cls_token_id
+
+
+def test_a_model_named_without_an_mlm_head_starts_from_the_runs_seed(
+    tiny_model_path, wines_csv, tmp_path, monkeypatch
+):
+    """all-MiniLM-L6-v2 ships without an MLM head, so loading it draws one; the trainer draws it
+    from the run's seed, whatever the generators did before, and another seed draws another."""
+    import torch
+    from transformers import BertModel
+
+    monkeypatch.chdir(tmp_path)
+    encoder_only = tmp_path / "encoder-only"
+    BertModel.from_pretrained(tiny_model_path).save_pretrained(encoder_only)
+    items = load_catalog(wines_csv).dataset.select(range(8))
+
+    def head(seed: int) -> torch.Tensor:
+        torch.rand(7)  # the generators moved on, as anything run before would move them
+        args = MetricBertConfig(output_dir=str(tmp_path / "out"), seed=seed, report_to="none")
+        trainer = MetricBertTrainer(str(encoder_only), args, processing_class=None, train_dataset=items)
+        return trainer.model.cls.predictions.transform.dense.weight.detach().clone()
+
+    assert torch.equal(head(3), head(3)) and not torch.equal(head(3), head(4))

@@ -9,7 +9,7 @@ import torch
 from transformers import AutoModel, AutoModelForMaskedLM, AutoTokenizer
 
 from metricbert_trainer.data.catalog import load_catalog
-from metricbert_trainer.evaluation.encoding import encode_catalog, encode_texts
+from metricbert_trainer.evaluation.encoding import encode_catalog, encode_texts, inference_session
 
 TEXTS = [
     "Crisp and dry.",
@@ -60,6 +60,27 @@ def test_train_and_eval_modes_are_restored(tiny):
     model.eval()
     encode_texts(model, tokenizer, TEXTS[:2])
     assert not model.training
+
+
+def test_a_prepared_bf16_model_infers_at_the_sessions_precision_and_trains_on_in_bf16(tiny_model_path):
+    """accelerate wraps a prepared model's forward in the run's bf16 autocast, and unwrap_model
+    keeps the wrapper: an inference pass that calls the model (the tagger's evaluation) must run
+    in fp32 on a CPU, as the saved model reloaded would, and leave the wrapper for training."""
+    from accelerate import Accelerator
+
+    plain = AutoModelForMaskedLM.from_pretrained(tiny_model_path).eval()
+    prepared = Accelerator(cpu=True, mixed_precision="bf16").prepare(
+        AutoModelForMaskedLM.from_pretrained(tiny_model_path)
+    )
+    inputs = AutoTokenizer.from_pretrained(tiny_model_path)(TEXTS, padding=True, return_tensors="pt")
+    with torch.inference_mode():
+        expected = plain(**inputs).logits
+        in_bf16 = prepared.eval()(**inputs).logits
+    assert not torch.equal(in_bf16, expected)  # the wrapper does run the forward in bf16
+    with inference_session(prepared):
+        assert torch.equal(prepared(**inputs).logits, expected)
+    with torch.inference_mode():
+        assert torch.equal(prepared(**inputs).logits, in_bf16)
 
 
 def test_bare_encoder_and_mlm_checkpoint_give_the_same_vectors(tiny, tiny_model_path):

@@ -35,9 +35,10 @@ def test_short_run_logs_both_terms_evaluates_and_saves_a_pipeline_model(tmp_path
             max_length=64,
             report_to="none",
             save_strategy="no",
-            # fp32 on every CPU: under bf16 autocast (AMX, Zen 5) the trainer's evaluation runs the
-            # prepared model's autocast forward, so it differs from the reloaded model's fp32 one below.
-            cpu_bf16=False,
+            # bf16 autocast on every CPU: the trainer's evaluation must still be the fp32 one the
+            # reloaded model gives below (tests/evaluation/test_encoding.py checks the logits).
+            bf16=True,
+            use_cpu=True,
         ),
         labels=catalog.labels,
         train_dataset=catalog.train.select(range(32)),
@@ -46,7 +47,9 @@ def test_short_run_logs_both_terms_evaluates_and_saves_a_pipeline_model(tmp_path
     trainer.train()
     logged = [entry for entry in trainer.state.log_history if "loss" in entry]
     assert all("tagging_loss" in entry and "logistic_triplet_loss" in entry for entry in logged)
+    training_forward = trainer.model.__dict__["forward"]  # accelerate's bf16 autocast wrapper
     metrics = trainer.evaluate()
+    assert trainer.model.__dict__["forward"] is training_forward  # training goes on under bf16
     assert set(metrics) >= {
         "eval_precision",
         "eval_recall",
@@ -100,6 +103,18 @@ def test_short_run_logs_both_terms_evaluates_and_saves_a_pipeline_model(tmp_path
         == 0
     )
     assert set(json.loads(report.read_text())["metrics"]) == set(again)
+
+
+def test_a_tagger_loaded_by_name_draws_its_classifier_from_the_runs_seed(tmp_path, tiny_model_path, catalog):
+    import torch
+
+    def classifier(seed: int) -> torch.Tensor:
+        torch.rand(7)  # the generators moved on, as anything run before would move them
+        args = NerConfig(output_dir=str(tmp_path), seed=seed, report_to="none")
+        trainer = NerTrainer(tiny_model_path, args, labels=catalog.labels, train_dataset=catalog.train)
+        return trainer.model.classifier.weight.detach().clone()
+
+    assert torch.equal(classifier(3), classifier(3)) and not torch.equal(classifier(3), classifier(4))
 
 
 def test_ner_alone_reads_no_descriptions(tmp_path, tiny_model_path, catalog):
