@@ -30,7 +30,7 @@ import re
 import statistics
 import subprocess
 import sys
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -80,10 +80,15 @@ def encoder_of(name: str) -> str:
     return RANKING_SUFFIX.sub("", name, count=1)
 
 
+def ranking_of(name: str) -> str:
+    """The ranking a result row's name ranks with, as the suffix ``encoder_of`` takes off ("" alone)."""
+    return name[len(encoder_of(name)) :]
+
+
 def ranking_suffixes(rows: Iterable[dict]) -> list[str]:
     """The rankings of ``rows`` as name suffixes ("" alone, then the hybrids, then the re-ranked,
     each in the order first met): a results file may hold rows ranked under earlier defaults."""
-    found = dict.fromkeys(row["model"][len(encoder_of(row["model"])) :] for row in rows)
+    found = dict.fromkeys(ranking_of(row["model"]) for row in rows)
     return sorted(found, key=lambda suffix: suffix.count(" + "))
 
 
@@ -463,6 +468,30 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def rows_left(kept: list[dict], recomputed: Callable[[dict], bool]) -> list[dict]:
+    """The rows of ``kept`` that a run leaves in place: those it does not ``recompute``, and an
+    untrained encoder's rows under an earlier ranking (a name this run does not write) while a
+    trained row left in place is still ranked that way: they are the start of that row's gain (a
+    lever screened before a default changed), and nothing would write them again."""
+    left = [row for row in kept if not recomputed(row)]
+    still_ranked = {start_key(row) for row in left if row["train_seed"] is not None}
+    return [
+        row
+        for row in kept
+        if not recomputed(row)
+        or (
+            row["train_seed"] is None
+            and row["model"] not in ranked_as(encoder_of(row["model"]))
+            and start_key(row) in still_ranked
+        )
+    ]
+
+
+def start_key(row: dict) -> tuple[str, str, str, str]:
+    """What a gain row matches a trained row with its start by: benchmark, split, view and ranking."""
+    return row["benchmark"], row["split"], row["view"], ranking_of(row["model"])
+
+
 def ranked_rows(spec: QualitySpec, options: argparse.Namespace, kept: list[dict]) -> list[dict]:
     """The results file's rows after this run: those of ``kept`` that it does not recompute, then
     TF-IDF's and, unless ``--tfidf-only``, the ranked encoders' (training what is missing)."""
@@ -481,7 +510,7 @@ def ranked_rows(spec: QualitySpec, options: argparse.Namespace, kept: list[dict]
         this_seed = row["train_seed"] is None or row["train_seed"] in spec.train_seeds
         return row["benchmark"] in names and (model == TFIDF or (encoder and this_seed))
 
-    rows = [row for row in kept if not recomputed(row)]
+    rows = rows_left(kept, recomputed)
     rows += [row for row in deterministic_rows(spec) if row["benchmark"] in names]
     if not options.tfidf_only:
         models_dir = Path(options.models_dir)

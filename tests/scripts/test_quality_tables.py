@@ -23,6 +23,7 @@ from metricbert_trainer.scripts.quality_tables import (
     ranked_as,
     read_rows,
     reranked,
+    rows_left,
     table_markers,
     tables,
 )
@@ -141,6 +142,34 @@ def test_rows_ranked_under_earlier_defaults_keep_their_names_and_their_gain_rows
         [f"{TRAINED}{old}", "74.00"],
         ["default recipe - zero-shot", "+1.00"],
         [f"{TRAINED}{old} - zero-shot{old}", "+4.00"],
+    ]
+
+
+def test_a_rerun_keeps_the_start_of_a_lever_ranked_under_an_earlier_default():
+    """Ranking the start and the default again under today's ranking replaces their rows, old
+    rankings included, but keeps the start's rows under a ranking a lever's kept rows still use:
+    without them the lever's gain rows would lose their start."""
+    old, older = " + TF-IDF 0.2 + shared neighbours 20", " + TF-IDF 0.1"
+    named = [
+        (TFIDF, None),
+        (reranked(ZERO_SHOT), None),
+        (f"{ZERO_SHOT}{old}", None),
+        (f"{ZERO_SHOT}{older}", None),
+        (f"{TRAINED}{old}", 1),
+        (f"lever{old}", 1),
+    ]
+    kept = [
+        {"benchmark": "b", "view": "plain", "split": "dev", "model": model, "train_seed": seed}
+        for model, seed in named
+    ]
+    kept.append({**kept[2], "benchmark": "other"})  # no lever row of that benchmark is kept
+
+    def recomputed(row):  # this run ranks TF-IDF, the start and the default recipe again
+        return encoder_of(row["model"]) in (TFIDF, ZERO_SHOT, TRAINED)
+
+    assert [(row["benchmark"], row["model"]) for row in rows_left(kept, recomputed)] == [
+        ("b", f"{ZERO_SHOT}{old}"),
+        ("b", f"lever{old}"),
     ]
 
 
