@@ -1,6 +1,7 @@
 """Shared-neighbour lists searched among candidates against exact lists, on the dev seeds.
 
     python benchmarks/candidate_lists.py [--candidates 100 200 400] [--backend exact|faiss]
+    python benchmarks/candidate_lists.py --teacher [--candidates 100 200 400]
 
 ``evaluate`` and ``recommend`` re-rank the hybrid by shared neighbours, whose exact lists compare
 every item with every other (hours at a million items). ``evaluation.candidate_lists`` searches
@@ -11,6 +12,12 @@ development benchmarks and both views, the share of each exact list the candidat
 (recall), the time of each listing, and the dev metrics of the default ranking with each kind of
 list. The candidates are searched exactly (``neighbours.top_k``) or, as ``metricbert`` searches them,
 with a FAISS HNSW32 index (``--backend faiss``); the test seeds are never read.
+
+``--teacher``: the training teacher's lists instead (``teacher_shared_neighbours``, searched among
+candidates with ``teacher_shared_neighbour_candidates``: the start's nearest items by an HNSW32
+index, re-scored by the teacher's fusion of the start and word-piece TF-IDF), on each development
+catalog's items with the zero-shot start's vectors: the recall of the exact lists and the time of
+each listing. No annotation is read.
 """
 
 from __future__ import annotations
@@ -19,6 +26,8 @@ import argparse
 import statistics
 import time
 from pathlib import Path
+
+from million_items import recipe_shared_neighbours
 
 from metricbert_trainer.evaluation.candidate_lists import candidate_neighbour_lists, list_recall
 from metricbert_trainer.evaluation.evaluator import evaluate_distance_rows
@@ -42,6 +51,66 @@ from metricbert_trainer.scripts.quality_tables import (
 SHOWN = ("mpr", "hr@100", "map", "ndcg@20")
 
 
+def teacher_listings(spec: QualitySpec, candidate_counts: list[int], models_dir: Path) -> None:
+    """Per development catalog: the teacher's exact lists against lists searched among each of
+    ``candidate_counts``, as a training run of the catalog recipe lists them before its first step."""
+    import torch
+
+    from metricbert_trainer.metricbert.config import MetricBertConfig
+    from metricbert_trainer.metricbert.shared_neighbours import (
+        teacher_candidate_lists,
+        teacher_neighbour_lists,
+    )
+    from metricbert_trainer.metricbert.token_tfidf import TokenTfidf
+
+    options = {
+        "tfidf_weight": MetricBertConfig.teacher_tfidf_weight,
+        "neighbours": recipe_shared_neighbours(),
+    }
+    rows = []
+    for benchmark in spec.benchmarks:
+        catalog = catalog_views(benchmark)["plain"]
+        _, _, _, start = next(encoder_scorers(spec, benchmark, models_dir, {"plain": catalog}, models=()))
+        vectors = start.item_vectors(catalog)
+        encoder = [torch.from_numpy(vectors[field]) for field in catalog.fields]
+        texts = {field: catalog.texts(field) for field in catalog.fields}
+        tfidf = TokenTfidf.fit(start.tokenizer, texts, max_length=start.max_length)
+        matrices = [
+            tfidf.catalog_vectors(field, start.tokenizer, column, start.max_length)
+            for field, column in texts.items()
+        ]
+        started = time.perf_counter()
+        exact = teacher_neighbour_lists(encoder, matrices, **options).numpy()
+        rows.append(
+            [
+                benchmark.name,
+                f"{len(catalog):,}",
+                "every item (exact)",
+                "1.0000",
+                f"{time.perf_counter() - started:.1f}",
+            ]
+        )
+        for candidates in candidate_counts:
+            started = time.perf_counter()
+            lists = teacher_candidate_lists(encoder, matrices, candidates=candidates, **options).numpy()
+            seconds = time.perf_counter() - started
+            rows.append(
+                [
+                    benchmark.name,
+                    f"{len(catalog):,}",
+                    str(candidates),
+                    f"{list_recall(lists, exact):.4f}",
+                    f"{seconds:.1f}",
+                ]
+            )
+        print(rows[-1], flush=True)
+    columns = ["catalog", "items", "searched among", "recall of the exact lists", "listing (s)"]
+    print(
+        f"\nThe teacher's {options['neighbours']} shared neighbours per item, the zero-shot start's vectors; "
+        f"produced by `python benchmarks/candidate_lists.py --teacher`:\n\n{markdown_table(columns, rows, 'llrrr')}"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -50,8 +119,12 @@ def main() -> None:
     parser.add_argument("--backend", choices=["exact", "faiss"], default="exact")
     parser.add_argument("--spec", default="benchmarks/quality.yaml")
     parser.add_argument("--models-dir", default="outputs/quality")
+    parser.add_argument("--teacher", action="store_true", help="The training teacher's lists (see above).")
     options = parser.parse_args()
     spec = QualitySpec.from_yaml(options.spec)
+    if options.teacher:
+        teacher_listings(spec, options.candidates, Path(options.models_dir))
+        return
     found: dict[int, dict[str, list[float]]] = {}
     for benchmark in spec.benchmarks:
         views = catalog_views(benchmark)

@@ -9,6 +9,7 @@
     python benchmarks/million_items.py neighbourhoods --items 10000 20000 40000
     python benchmarks/million_items.py neighbourhoods --items 130000 1000000 --indexes exact IVF1024,Flat
     python benchmarks/million_items.py shared-neighbours --items 5000 10000 20000
+    python benchmarks/million_items.py shared-neighbours --items 100000 1000000 --candidates 200
     python benchmarks/million_items.py rerank --items 5000 10000 20000
     python benchmarks/million_items.py rerank --items 20000 100000 --candidates 200
 
@@ -58,6 +59,9 @@ fields). Timed at each ``--items`` on the wine sample's texts drawn with replace
 pieces, so the TF-IDF rows are as sparse as a catalog's) and clustered synthetic vectors of
 MiniLM's width (encoding the texts would cost more than what is timed); the TF-IDF fit and rows
 are timed apart from the lists, and the last column projects the lists to a million items by ``N^2``.
+With ``--candidates C`` the lists are searched among each item's ``C`` nearest under the start
+(``teacher_shared_neighbour_candidates``: an HNSW32 index), projected by ``N``, and compared with
+the exact lists of ``--recall-sample`` items drawn at random, as ``rerank`` compares them.
 
 ``rerank``: the shared-neighbour re-ranking of ``metricbert evaluate`` and ``recommend``
 (``--shared-neighbours``, ``evaluation.shared_neighbours``) lists each item's nearest items under
@@ -511,14 +515,22 @@ def recipe_shared_neighbours() -> int:
     return int(yaml.safe_load(CATALOG_RECIPE.read_text())["teacher_shared_neighbours"])
 
 
-def shared_neighbours_row(items: int, neighbours: int) -> dict:
-    """The TF-IDF fit and rows, then the lists, at ``items`` items, in a process of its own."""
+def shared_neighbours_row(items: int, neighbours: int, candidates: int = 0, recall_sample: int = 0) -> dict:
+    """The TF-IDF fit and rows, then the lists, at ``items`` items, in a process of its own: exact,
+    or searched among ``candidates`` (``teacher_shared_neighbour_candidates``), then compared with
+    the exact lists of ``recall_sample`` items (their teacher rows against every item)."""
     import pandas as pd
     import torch
     from transformers import AutoTokenizer
 
     from metricbert_trainer.base.modeling import resolve_model_name
-    from metricbert_trainer.metricbert.shared_neighbours import teacher_neighbour_lists
+    from metricbert_trainer.evaluation.candidate_lists import list_recall
+    from metricbert_trainer.metricbert.config import MetricBertConfig
+    from metricbert_trainer.metricbert.shared_neighbours import (
+        teacher_candidate_lists,
+        teacher_distance_rows,
+        teacher_neighbour_lists,
+    )
     from metricbert_trainer.metricbert.token_tfidf import TokenTfidf
 
     catalog, _, max_length = BENCHMARKS["wines"]
@@ -531,9 +543,27 @@ def shared_neighbours_row(items: int, neighbours: int) -> dict:
     tfidf = TokenTfidf.fit(tokenizer, columns, max_length=max_length)
     matrices = [tfidf.catalog_vectors(name, tokenizer, texts, max_length) for name, texts in columns.items()]
     fitted = time.perf_counter() - started
+    options = {"tfidf_weight": MetricBertConfig.teacher_tfidf_weight, "neighbours": neighbours}
     started = time.perf_counter()
-    teacher_neighbour_lists(encoder, matrices, tfidf_weight=0.2, neighbours=neighbours)
-    return {"prepared": fitted, "lists": time.perf_counter() - started, "peak_gib": peak_rss_gib()}
+    if not candidates:
+        teacher_neighbour_lists(encoder, matrices, **options)
+        return {"prepared": fitted, "lists": time.perf_counter() - started, "peak_gib": peak_rss_gib()}
+    lists = teacher_candidate_lists(encoder, matrices, candidates=candidates, **options)
+    row = {"prepared": fitted, "lists": time.perf_counter() - started, "peak_gib": peak_rss_gib()}
+    if recall_sample:
+        sample = torch.from_numpy(np.random.default_rng(1).choice(items, size=recall_sample, replace=False))
+        # 50 rows against every item at a time: [50, N] for each of the fusion's temporaries.
+        exact = torch.cat(
+            [
+                teacher_distance_rows(encoder, matrices, rows, tfidf_weight=options["tfidf_weight"])
+                .topk(neighbours, dim=1, largest=False)
+                .indices
+                for rows in sample.split(50)
+            ]
+        )
+        row["recall"] = list_recall(lists[sample].numpy(), exact.numpy())
+        row["peak_with_ranker_gib"] = peak_rss_gib()
+    return row
 
 
 def print_list_timings(row, items: list[int], neighbours: int, prepared: str) -> None:
@@ -554,6 +584,9 @@ def print_list_timings(row, items: list[int], neighbours: int, prepared: str) ->
 
 
 def run_shared_neighbours(arguments: argparse.Namespace) -> None:
+    if arguments.candidates:
+        print_candidate_timings(shared_neighbours_row, arguments, recipe_shared_neighbours(), "TF-IDF fitted")
+        return
     print_list_timings(
         shared_neighbours_row, arguments.items, recipe_shared_neighbours(), "TF-IDF fit and rows"
     )
@@ -626,19 +659,24 @@ def run_rerank(arguments: argparse.Namespace) -> None:
     if not arguments.candidates:
         print_list_timings(rerank_row, arguments.items, DEFAULT_NEIGHBOURS, "hybrid prepared")
         return
+    print_candidate_timings(rerank_row, arguments, DEFAULT_NEIGHBOURS, "vectors prepared", arguments.backend)
+
+
+def print_candidate_timings(
+    row, arguments: argparse.Namespace, neighbours: int, prepared: str, *options
+) -> None:
+    """One table row per catalog size: ``row(items, neighbours, candidates, *options, recall_sample)``
+    in a fresh process, lists searched among ``arguments.candidates``, projected to 1M items by ``N``,
+    with the recall of the exact lists of ``arguments.recall_sample`` items."""
+    searched_by = f" ({options[0]})" if options else ""
     print(
-        f"| items | vectors prepared (s) | lists searched among {arguments.candidates} candidates "
-        f"({arguments.backend}) (s) | peak RSS GiB | lists at 1M items, by N (h) | recall of the exact "
-        f"lists ({arguments.recall_sample} items) | peak RSS GiB with the exact ranker |\n|---:|---:|---:|---:|---:|---:|---:|"
+        f"| items | {prepared} (s) | lists searched among {arguments.candidates} candidates{searched_by} (s) "
+        f"| peak RSS GiB | lists at 1M items, by N (h) | recall of the exact lists ({arguments.recall_sample} "
+        "items) | peak RSS GiB with the exact rows |\n|---:|---:|---:|---:|---:|---:|---:|"
     )
     for count in arguments.items:
         result = in_fresh_process(
-            rerank_row,
-            count,
-            DEFAULT_NEIGHBOURS,
-            arguments.candidates,
-            arguments.backend,
-            arguments.recall_sample,
+            row, count, neighbours, arguments.candidates, *options, arguments.recall_sample
         )
         projected = result["lists"] * 1_000_000 / count / 3600
         recall = (
@@ -651,6 +689,22 @@ def run_rerank(arguments: argparse.Namespace) -> None:
             f"| {projected:.2f} | {recall} |",
             flush=True,
         )
+
+
+def add_candidate_options(command: argparse.ArgumentParser) -> None:
+    """``--candidates`` and ``--recall-sample``, for the lists that may be searched among candidates."""
+    command.add_argument(
+        "--candidates",
+        type=int,
+        default=0,
+        help="Search each list among this many candidates (0: exact lists).",
+    )
+    command.add_argument(
+        "--recall-sample",
+        type=int,
+        default=500,
+        help="With --candidates: compare with the exact lists of this many items drawn at random (0: not).",
+    )
 
 
 def main() -> None:
@@ -703,25 +757,15 @@ def main() -> None:
         help="The teacher's shared-neighbour lists (teacher_shared_neighbours) at --items items.",
     )
     shared.add_argument("--items", nargs="+", type=int, default=[5_000, 10_000, 20_000])
+    add_candidate_options(shared)
     shared.set_defaults(run=run_shared_neighbours)
     rerank = commands.add_parser(
         "rerank", help="The shared-neighbour re-ranking's lists (evaluate and recommend) at --items items."
     )
     rerank.add_argument("--items", nargs="+", type=int, default=[5_000, 10_000, 20_000])
-    rerank.add_argument(
-        "--candidates",
-        type=int,
-        default=0,
-        help="Search each list among this many candidates (0: exact lists).",
-    )
+    add_candidate_options(rerank)
     rerank.add_argument(
         "--backend", choices=["exact", "faiss"], default="faiss", help="How the candidates are found."
-    )
-    rerank.add_argument(
-        "--recall-sample",
-        type=int,
-        default=500,
-        help="With --candidates: compare with the exact lists of this many items drawn at random (0: not).",
     )
     rerank.set_defaults(run=run_rerank)
     arguments = parser.parse_args()

@@ -163,53 +163,83 @@ def candidate_neighbour_lists(
     neighbours: int,
     candidates: int,
     *,
+    prepared: Sequence[PreparedPart] | None = None,
+    **search,
+) -> np.ndarray:
+    """``[N, neighbours]``: each item's ``neighbours`` nearest other items under ``scorer`` (a
+    vector scorer or a fusion of them), searched among its ``candidates`` nearest under the first
+    part (``fused_candidate_lists``, which ``search`` configures). ``prepared``: the parts' vectors
+    of ``catalog`` (``prepared_parts``), when already computed."""
+    prepared = prepared_parts(scorer, catalog) if prepared is None else prepared
+    return fused_candidate_lists(
+        [(part.distance, weight, vectors) for part, weight, vectors in prepared],
+        neighbours,
+        candidates,
+        **search,
+    )
+
+
+# A part of a fusion as the lists read it: its distance, its weight and its views of the catalog.
+FusionPart = tuple[Distance, float, dict]
+
+
+def fused_candidate_lists(
+    parts: Sequence[FusionPart],
+    neighbours: int,
+    candidates: int,
+    *,
     sample: int = DEFAULT_SAMPLE,
     seed: int = 0,
     chunk: int = CHUNK,
     backend: str = "exact",
     faiss_index: str = "HNSW32",
     faiss_parameters: str = "efSearch=256",
-    prepared: Sequence[PreparedPart] | None = None,
 ) -> np.ndarray:
-    """``[N, neighbours]``: each item's ``neighbours`` nearest other items under ``scorer`` (a
-    vector scorer or a fusion of them), searched among its ``candidates`` nearest under the first
-    part, nearest first, ties by catalog order. ``backend``: ``exact`` compares every pair under the
-    first part's distance (``neighbours.top_k``), ``faiss`` searches one index of its unit views
-    (``faiss_index``, ``faiss_parameters``) by their summed cosine. ``prepared``: the parts' vectors
-    of ``catalog`` (``prepared_parts``), when already computed."""
-    count = len(catalog)
+    """``[N, neighbours]``: each item's ``neighbours`` nearest other items under the fusion of
+    ``parts`` (each part's summed per-view distance, standardised per row, weighted and summed),
+    searched among its ``candidates`` nearest under the first part, nearest first, ties by catalog
+    order. ``backend``: ``exact`` compares every pair under the first part's distance
+    (``neighbours.top_k``), ``faiss`` searches one index of its unit views (``faiss_index``,
+    ``faiss_parameters``) by their summed cosine. Parts of weight 0 are left out; every other part
+    needs an angular or cosine distance."""
+    parts = [(Distance(distance), weight, vectors) for distance, weight, vectors in parts if weight]
+    if not parts:
+        raise ValueError("Every part of the fusion weighs 0, so nothing ranks the items.")
+    if any(distance not in (Distance.ANGULAR, Distance.COSINE) for distance, _, _ in parts):
+        raise ValueError("Lists from candidates need parts with an angular or cosine distance.")
+    count = np.shape(next(iter(parts[0][2].values())))[0]
     if not 0 < neighbours <= candidates < count:
         raise ValueError(
             f"Need 0 < neighbours ({neighbours}) <= candidates ({candidates}) < items ({count})."
         )
-    prepared = prepared_parts(scorer, catalog) if prepared is None else prepared
-    parts = [(part, weight) for part, weight, _ in prepared]
-    vectors = [part_vectors for _, _, part_vectors in prepared]
-    first, _ = parts[0]
-    views = [unit_views(part_vectors) for part_vectors in vectors[1:]]
+    first_distance, _, first_vectors = parts[0]
+    views = [unit_views(vectors) for _, _, vectors in parts[1:]]
     if backend == "faiss":
-        # FAISS orders by the summed cosine, a close proxy of a sum of angles; the hybrid re-scores
+        # FAISS orders by the summed cosine, a close proxy of a sum of angles; the fusion re-scores
         # the candidates anyway, so the index is asked for exactly as many as are kept.
-        stacked, first_views = stacked_unit_views(vectors[0])
+        stacked, first_views = stacked_unit_views(first_vectors)
         pools = faiss_candidate_pools(stacked, candidates, faiss_index, faiss_parameters)
     elif backend == "exact":
-        first_views = unit_views(vectors[0])
+        first_views = unit_views(first_vectors)
         # Every pair under the first part's distance (neighbours.top_k), all items as one pool.
-        pools = [(np.arange(count), top_k(vectors[0], first.distance, candidates, backend="exact").indices)]
+        pools = [
+            (np.arange(count), top_k(first_vectors, first_distance, candidates, backend="exact").indices)
+        ]
     else:
         raise ValueError(f"Unknown candidate backend {backend!r}; use 'exact' or 'faiss'.")
     views.insert(0, first_views)
+    weighed = [(distance, weight) for distance, weight, _ in parts]
     drawn = np.sort(np.random.default_rng(seed).choice(count, size=min(sample, count), replace=False))
     lists = np.empty((count, neighbours), dtype=np.int64)
     for searched, searched_pools in pools:
         for start in range(0, len(searched), chunk):
             rows, pool = searched[start : start + chunk], searched_pools[start : start + chunk]
-            lists[rows] = _nearest_by_fusion(parts, views, rows, pool, drawn, neighbours)
+            lists[rows] = _nearest_by_fusion(weighed, views, rows, pool, drawn, neighbours)
     return lists
 
 
 def _nearest_by_fusion(
-    parts: Sequence[tuple[VectorScorer, float]],
+    parts: Sequence[tuple[Distance, float]],
     views: Sequence[Sequence],
     rows: np.ndarray,
     pool: np.ndarray,
@@ -220,11 +250,11 @@ def _nearest_by_fusion(
     the fusion, each part standardised by its mean and spread over the ``drawn`` items."""
     fused = np.zeros(pool.shape, dtype=np.float64)
     others = drawn[None, :] != rows[:, None]  # an item's distance to itself is not a candidate's
-    for (part, weight), part_views in zip(parts, views, strict=True):
-        kept = np.where(others, sample_distances(part_views, part.distance, rows, drawn), np.nan)
+    for (distance, weight), part_views in zip(parts, views, strict=True):
+        kept = np.where(others, sample_distances(part_views, distance, rows, drawn), np.nan)
         mean = np.nanmean(kept, axis=1, keepdims=True)
         spread = np.nanstd(kept, axis=1, keepdims=True)
         scale = np.where(spread > 0, spread, np.inf)  # no spread: this part does not move the row
-        fused += weight * (pair_distances(part_views, part.distance, rows, pool) - mean) / scale
+        fused += weight * (pair_distances(part_views, distance, rows, pool) - mean) / scale
     order = np.lexsort((pool, fused), axis=1)[:, :neighbours]
     return np.take_along_axis(pool, order, axis=1)

@@ -6,6 +6,7 @@ are checked when the configuration is built, so a typo fails before any model is
 
 from __future__ import annotations
 
+import importlib.util
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -64,6 +65,7 @@ from metricbert_trainer.metricbert.neighbourhood_batches import EXACT, check_fai
             "teacher_encoder_cache",
             "teacher_shared_neighbours",
             "teacher_shared_neighbour_weight",
+            "teacher_shared_neighbour_candidates",
         ),
         "The MLM term": (
             "mlm_head_warmup_steps",
@@ -323,6 +325,15 @@ class MetricBertConfig(CatalogTrainerConfig):
             "encoder and TF-IDF ranking (both standardised over the batch)."
         },
     )
+    teacher_shared_neighbour_candidates: int = field(
+        default=0,
+        metadata={
+            "help": "With C > 0 each item's teacher_shared_neighbours list is searched among its C nearest items "
+            "under the frozen start (a FAISS HNSW index of its vectors), re-scored by the teacher's whole ranking, "
+            "instead of among every item: N*C work instead of N^2, for catalogs of hundreds of thousands of items "
+            "(docs/scale_out.md). 0 lists exactly (default); needs the angular or cosine distance."
+        },
+    )
     mlm_head_warmup_steps: int = field(
         default=0,
         metadata={
@@ -395,6 +406,7 @@ class MetricBertConfig(CatalogTrainerConfig):
         "teacher_temperature": above(0),
         "teacher_shared_neighbours": at_least(0),
         "teacher_shared_neighbour_weight": within(0, 1),
+        "teacher_shared_neighbour_candidates": at_least(0),
         "false_negative_margin": within(0, 1, high_open=True),
         "distill_confidence_power": above(0),
         "distill_temperature": above(0),
@@ -430,6 +442,24 @@ class MetricBertConfig(CatalogTrainerConfig):
                 "teacher_shared_neighbours serves the teacher term: set teacher_weight > 0, "
                 "or teacher_shared_neighbours 0 to train without the teacher."
             )
+        if self.teacher_shared_neighbour_candidates:
+            if self.teacher_shared_neighbour_candidates < self.teacher_shared_neighbours or not (
+                self.teacher_shared_neighbours
+            ):
+                raise ValueError(
+                    "teacher_shared_neighbour_candidates searches the teacher_shared_neighbours lists: set "
+                    "teacher_shared_neighbours > 0 and the candidates at least as many (or 0 to list exactly)."
+                )
+            if Distance(self.distance) is Distance.EUCLIDEAN or self.teacher_tfidf_weight == 1:
+                raise ValueError(
+                    "teacher_shared_neighbour_candidates finds candidates by the start's cosines: it needs the "
+                    "angular or cosine distance, and teacher_tfidf_weight below 1 (the start in the teacher)."
+                )
+            if importlib.util.find_spec("faiss") is None:
+                raise ValueError(
+                    "teacher_shared_neighbour_candidates searches a FAISS index: pip install "
+                    "'metricbert-trainer[faiss]'."
+                )
         if self.teacher_encoder_cache and not self.teacher_encoder:
             raise ValueError(
                 "teacher_encoder_cache keeps teacher_encoder's vectors: name the teacher_encoder too."
@@ -484,6 +514,12 @@ class MetricBertConfig(CatalogTrainerConfig):
                 {
                     "teacher_shared_neighbours": self.teacher_shared_neighbours,
                     "teacher_shared_neighbour_weight": self.teacher_shared_neighbour_weight,
+                    # Named only when searched: exact lists' cards stay as they were.
+                    **(
+                        {"teacher_shared_neighbour_candidates": self.teacher_shared_neighbour_candidates}
+                        if self.teacher_shared_neighbour_candidates
+                        else {}
+                    ),
                 }
                 if self.teacher_shared_neighbours
                 else {}

@@ -36,6 +36,7 @@ from metricbert_trainer.metricbert.neighbourhood_batches import (
 )
 from metricbert_trainer.metricbert.shared_neighbours import (
     SharedNeighbours,
+    teacher_candidate_lists,
     teacher_neighbour_lists,
 )
 from metricbert_trainer.metricbert.teacher_encoder import TeacherEncoder
@@ -352,13 +353,25 @@ class MetricBertTrainer(CatalogTrainer):
             self.token_tfidf.catalog_vectors(name, tokenizer, column, max_length)
             for name, column in zip(self.fields, texts, strict=True)
         ]
-        lists = teacher_neighbour_lists(
-            encoder,
-            tfidf,
-            tfidf_weight=self.args.teacher_tfidf_weight,
-            neighbours=self.args.teacher_shared_neighbours,
-            distance=self.args.distance,
+        options = {
+            "tfidf_weight": self.args.teacher_tfidf_weight,
+            "neighbours": self.args.teacher_shared_neighbours,
+            "distance": self.args.distance,
+        }
+        candidates = self.args.teacher_shared_neighbour_candidates
+        searched = 0 < candidates < items - 1  # as many candidates as other items: the exact lists
+        logger.info(
+            "Shared neighbours: listing the teacher's %d nearest items of each of %d (%s).",
+            self.args.teacher_shared_neighbours,
+            items,
+            f"among its {candidates} nearest under the start"
+            if searched
+            else "every item against every other",
         )
+        if searched:
+            lists = teacher_candidate_lists(encoder, tfidf, candidates=candidates, **options)
+        else:
+            lists = teacher_neighbour_lists(encoder, tfidf, **options)
         logger.info(
             "Shared neighbours: the teacher's %d nearest items of each of %d, in %.1f s.",
             *lists.shape[::-1],

@@ -18,6 +18,7 @@ from metricbert_trainer.metricbert.config import MetricBertConfig
 from metricbert_trainer.metricbert.losses.teacher import hybrid_teacher_distillation
 from metricbert_trainer.metricbert.shared_neighbours import (
     SharedNeighbours,
+    teacher_candidate_lists,
     teacher_distance_rows,
     teacher_neighbour_lists,
 )
@@ -68,6 +69,17 @@ def test_the_lists_are_the_teachers_nearest_items_over_the_whole_catalog(
     np.testing.assert_array_equal(lists.numpy(), expected)
     with pytest.raises(ValueError, match="40 neighbours per item need a catalog of more items"):
         teacher_neighbour_lists(encoder, tfidf, tfidf_weight=0.3, neighbours=40)
+
+    # Searched among every other item (an HNSW index of the start's vectors), the lists are the
+    # exact ones; among fewer, each list is drawn from the item's nearest under the start.
+    searched = teacher_candidate_lists(encoder, tfidf, tfidf_weight=0.3, neighbours=5, candidates=39)
+    np.testing.assert_array_equal(searched.numpy(), expected)
+    searched = teacher_candidate_lists(encoder, tfidf, tfidf_weight=0.3, neighbours=5, candidates=12)
+    np.fill_diagonal(encoder_rows, np.inf)
+    nearest_under_start = np.argsort(encoder_rows, axis=1, kind="stable")[:, :12]
+    assert all(set(row) <= set(pool) for row, pool in zip(searched.numpy(), nearest_under_start, strict=True))
+    recall = np.mean([len(set(a) & set(b)) for a, b in zip(searched.numpy(), expected, strict=True)]) / 5
+    assert 0.7 < recall < 1.0
 
 
 def test_a_masked_batch_finds_its_items_and_their_overlaps(tokenizer, wine_items, columns):
@@ -124,6 +136,12 @@ def test_the_overlaps_weigh_in_the_teachers_ranking_by_their_weight():
 def test_the_option_needs_the_teacher_term(tmp_path):
     with pytest.raises(ValueError, match="teacher_shared_neighbours serves the teacher term"):
         MetricBertConfig(output_dir=str(tmp_path), teacher_shared_neighbours=10)
+    searched = {"output_dir": str(tmp_path), "teacher_weight": 1.0, "teacher_shared_neighbours": 10}
+    with pytest.raises(ValueError, match="candidates at least as many"):
+        MetricBertConfig(**searched, teacher_shared_neighbour_candidates=5)
+    for unsearchable in ({"distance": "euclidean"}, {"teacher_tfidf_weight": 1.0}):
+        with pytest.raises(ValueError, match="finds candidates by the start's cosines"):
+            MetricBertConfig(**searched, teacher_shared_neighbour_candidates=50, **unsearchable)
 
 
 def _teacher_trainer(tmp_path, model_path, tokenizer, items, neighbours: int, **overrides):
@@ -162,6 +180,28 @@ def test_a_run_lists_the_neighbours_before_training_and_records_them_in_its_card
         trainer.shared_neighbours = None
         without = trainer._teacher_term(batch, titles, descriptions, guide_vectors, None)
     assert abs(with_overlaps - without) > 1e-3
+
+
+def test_a_run_can_search_the_lists_among_candidates_and_says_so_in_its_log_and_card(
+    tmp_path, tiny_model_path, tokenizer, wine_items, caplog
+):
+    trainer = _teacher_trainer(
+        tmp_path,
+        tiny_model_path,
+        tokenizer,
+        wine_items,
+        4,
+        max_steps=1,
+        teacher_shared_neighbour_candidates=10,
+    )
+    with caplog.at_level("INFO", logger="metricbert_trainer.metricbert.trainer"):
+        trainer.train()
+    assert (
+        "listing the teacher's 4 nearest items of each of 40 (among its 10 nearest under the start)"
+        in caplog.text
+    )
+    assert trainer.shared_neighbours.lists.shape == (40, 4)
+    assert trainer.args.loss_config()["teacher_shared_neighbour_candidates"] == 10
 
 
 def test_a_catalog_too_small_for_k_trains_without_shared_neighbours_and_says_so(
