@@ -328,7 +328,7 @@ def time_epoch_parts(max_length: int, precision: str, steps: int) -> dict:
     import tempfile
 
     from step_timer import StepTimer
-    from versus_sentence_transformers import BATCH_SIZE, BF16, FP32, our_trainer, time_guide_cache
+    from versus_sentence_transformers import BATCH_SIZE, BF16, FP32, ON_CPU, our_trainer, time_guide_cache
 
     from metricbert_trainer.data.catalog import load_catalog
 
@@ -342,7 +342,7 @@ def time_epoch_parts(max_length: int, precision: str, steps: int) -> dict:
         "false",
         "--mlm_head_warmup_steps",  # a fixed cost, timed in docs/scale_out.md's warm-up row
         "0",
-        *(BF16 if precision == "bf16" else FP32),
+        *(BF16 + ON_CPU if precision == "bf16" else FP32),  # bf16 without a GPU needs use_cpu
     ]
     timer = StepTimer()
     with tempfile.TemporaryDirectory() as output_dir:

@@ -62,7 +62,7 @@ NO_MLM = [
 ]  # fmt: skip
 FP32 = ["--cpu_bf16", "false", "--length_groups", "4"]  # as on a CPU without AMX
 # The rows labelled bf16 run under bf16 autocast on any CPU with bf16 instructions, whether or not
-# cpu_bf16 would choose it there (it does on AMX only), so that both precisions can be compared.
+# cpu_bf16 would choose it there (it does on AMX and on AMD Zen 5), so that both precisions can be compared.
 BF16 = ["--bf16", "true"]
 ON_CPU = ["--use_cpu", "true"]
 # The recipes' previous default: the MLM pass for L_MLM, a second pass over the original text for the vectors.
