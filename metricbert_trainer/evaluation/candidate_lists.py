@@ -47,11 +47,20 @@ def fused_parts(scorer: Scorer) -> list[tuple[VectorScorer, float]]:
     if not parts:
         raise ValueError(f"{scorer.name}: every weight is 0, so nothing ranks the items.")
     for part, _ in parts:
-        if not isinstance(part, VectorScorer) or part.distance not in (Distance.ANGULAR, Distance.COSINE):
+        if not isinstance(part, VectorScorer):
             raise ValueError(
                 f"{part.name}: lists from candidates need vector scorers with an angular or cosine distance."
             )
+        check_searchable(part.distance, part.name)  # before the parts' vectors are computed
     return parts
+
+
+def check_searchable(distance: Distance, name: str) -> None:
+    """Raises unless ``distance`` ranks by cosines, which the candidates' search and re-scoring read."""
+    if distance not in (Distance.ANGULAR, Distance.COSINE):
+        raise ValueError(
+            f"{name}: lists from candidates need an angular or cosine distance; got {distance.value}."
+        )
 
 
 # A vector scorer of a fusion, its weight and its vectors of one catalog.
@@ -205,8 +214,8 @@ def fused_candidate_lists(
     parts = [(Distance(distance), weight, vectors) for distance, weight, vectors in parts if weight]
     if not parts:
         raise ValueError("Every part of the fusion weighs 0, so nothing ranks the items.")
-    if any(distance not in (Distance.ANGULAR, Distance.COSINE) for distance, _, _ in parts):
-        raise ValueError("Lists from candidates need parts with an angular or cosine distance.")
+    for number, (distance, _, _) in enumerate(parts):
+        check_searchable(distance, f"part {number} of the fusion")
     count = np.shape(next(iter(parts[0][2].values())))[0]
     if not 0 < neighbours <= candidates < count:
         raise ValueError(

@@ -473,12 +473,16 @@ def rows_left(kept: list[dict], recomputed: Callable[[dict], bool]) -> list[dict
     untrained encoder's rows under an earlier ranking (a name this run does not write) while a
     trained row left in place is still ranked that way: they are the start of that row's gain (a
     lever screened before a default changed), and nothing would write them again."""
-    left = [row for row in kept if not recomputed(row)]
-    still_ranked = {start_key(row) for row in left if row["train_seed"] is not None}
+    again = [recomputed(row) for row in kept]
+    still_ranked = {
+        start_key(row)
+        for row, redone in zip(kept, again, strict=True)
+        if not redone and row["train_seed"] is not None
+    }
     return [
         row
-        for row in kept
-        if not recomputed(row)
+        for row, redone in zip(kept, again, strict=True)
+        if not redone
         or (
             row["train_seed"] is None
             and row["model"] not in ranked_as(encoder_of(row["model"]))
