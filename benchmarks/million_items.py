@@ -40,7 +40,8 @@ MLM-head warm-up, a fixed 100 head-only steps whatever ``N``.
 
 ``tfidf``: the hybrid ranking's share of ``metricbert recommend`` (``--tfidf-weight``, on by
 default): per-field TF-IDF fitted on the catalog, then one query's distance row, on a catalog of
-the wine sample's texts repeated to ``--items`` items.
+the wine sample's texts repeated to ``--items`` items; then the same through the TF-IDF cache that
+``--cache`` keeps (``evaluation.tfidf_cache``), written by one process and read by the next.
 
 ``neighbourhoods``: the recipes' batches of neighbourhoods (``batch_neighbourhood_size`` of
 ``recipes/catalog/minilm.yaml``) start with each item's nearest items under the frozen start
@@ -382,7 +383,7 @@ def run_epoch(arguments: argparse.Namespace) -> None:
             )
 
 
-def tfidf_row(items: int) -> dict:
+def tfidf_row(items: int, cache: str | None) -> dict:
     import pandas as pd
 
     from metricbert_trainer.data.catalog import load_catalog
@@ -394,17 +395,33 @@ def tfidf_row(items: int) -> dict:
     catalog = load_catalog(frame)
     data_gib = peak_rss_gib()
     started = time.perf_counter()
-    TfidfScorer().distance_rows(catalog, [0])
+    TfidfScorer(cache_path=cache).distance_rows(catalog, [0])
     return {"seconds": time.perf_counter() - started, "peak_gib": peak_rss_gib(), "data_gib": data_gib}
 
 
 def run_tfidf(arguments: argparse.Namespace) -> None:
-    result = in_fresh_process(tfidf_row, arguments.items)
+    """Fitted without a cache, fitted and written to a TF-IDF cache (``--cache`` of ``evaluate`` and
+    ``recommend`` keeps one beside the embeddings), then read back: each in a fresh process."""
     print(
-        "| items | s (TF-IDF fitted on both fields, one query's row) | peak RSS GiB | catalog and interpreter GiB |\n"
-        f"|---:|---:|---:|---:|\n| {arguments.items:,} | {result['seconds']:.1f} | {result['peak_gib']:.2f} | "
-        f"{result['data_gib']:.2f} |"
+        "| items | TF-IDF on both fields, then one query's row | s | peak RSS GiB | catalog and interpreter GiB |"
+        " cache GiB |\n|---:|---|---:|---:|---:|---:|"
     )
+    OUTPUTS.mkdir(parents=True, exist_ok=True)
+    cache = OUTPUTS / f"tfidf-{arguments.items}.tfidf.npz"
+    cache.unlink(missing_ok=True)
+    for label, path in (
+        ("fitted", None),
+        ("fitted, written to the cache", cache),
+        ("read from the cache", cache),
+    ):
+        result = in_fresh_process(tfidf_row, arguments.items, None if path is None else str(path))
+        size = f"{path.stat().st_size / 2**30:.2f}" if path else "-"
+        print(
+            f"| {arguments.items:,} | {label} | {result['seconds']:.1f} | {result['peak_gib']:.2f} | "
+            f"{result['data_gib']:.2f} | {size} |",
+            flush=True,
+        )
+    cache.unlink()
 
 
 def recipe_neighbourhood_size() -> int:
@@ -662,6 +679,69 @@ def run_rerank(arguments: argparse.Namespace) -> None:
     print_candidate_timings(rerank_row, arguments, DEFAULT_NEIGHBOURS, "vectors prepared", arguments.backend)
 
 
+def prepared_recommend_files(items: int, folder: Path) -> tuple[Path, Path]:
+    """A catalog of ``items`` wine texts drawn with replacement and an embedding cache of it, as
+    ``metricbert recommend --cache`` writes one for the default model, holding clustered synthetic
+    vectors under the real fingerprint (encoding two million texts would take hours here)."""
+    import pandas as pd
+    from transformers import AutoModel, AutoTokenizer
+
+    from metricbert_trainer.base.modeling import DEFAULT_MODEL, resolve_model_name
+    from metricbert_trainer.data.catalog import load_catalog
+    from metricbert_trainer.evaluation.encoding import embedding_fingerprint, write_npz_whole
+    from metricbert_trainer.evaluation.neighbours import METRIC_INF, catalog_views
+
+    wines = pd.read_csv(REPO_ROOT / BENCHMARKS["wines"][0])
+    frame = wines.sample(n=items, replace=True, random_state=0)[["title", "description"]]
+    frame = frame.dropna()
+    frame.insert(0, "id", [f"item-{index}" for index in range(len(frame))])
+    catalog_path, cache_path = folder / f"catalog-{items}.csv", folder / f"embeddings-{items}.npz"
+    frame.to_csv(catalog_path, index=False)
+    catalog = load_catalog(catalog_path)
+    path = resolve_model_name(DEFAULT_MODEL)
+    views = catalog_views(catalog, METRIC_INF)
+    fingerprint = embedding_fingerprint(
+        AutoModel.from_pretrained(path), AutoTokenizer.from_pretrained(path), views, max_length=128
+    )
+    vectors = clustered_views(len(catalog), 384)
+    write_npz_whole(
+        cache_path, fingerprint=np.array(fingerprint), **{f"view:{name}": vectors[name] for name in views}
+    )
+    return catalog_path, cache_path
+
+
+def run_recommend(arguments: argparse.Namespace) -> None:
+    """``metricbert recommend --cache`` as a user runs it, twice in a row on one catalog: the first
+    call fits and lists what the cache then keeps, the second reads it all back."""
+    import subprocess
+    import sys
+
+    from metricbert_trainer.base.modeling import DEFAULT_MODEL, resolve_model_name
+
+    OUTPUTS.mkdir(parents=True, exist_ok=True)
+    catalog, cache = prepared_recommend_files(arguments.items, OUTPUTS)
+    for kept in cache.parent.glob(f"{cache.stem}.*.npz"):
+        kept.unlink()
+    command = [
+        sys.executable, "-m", "metricbert_trainer.cli", "recommend", "--model", resolve_model_name(DEFAULT_MODEL),
+        "--catalog", str(catalog), "--item", "item-0", "--cache", str(cache),
+        "--shared-neighbour-candidates", str(arguments.candidates),
+    ]  # fmt: skip
+    print(
+        f"`metricbert {' '.join(command[3:])}`, the defaults otherwise (TF-IDF 0.3, 50 shared neighbours)\n"
+    )
+    print("| items | call | s | peak RSS GiB |\n|---:|---|---:|---:|")
+    for call in ("first (fits, lists, writes the caches)", "second (reads them back)"):
+        started = time.perf_counter()
+        finished = subprocess.run(
+            ["/usr/bin/time", "-f", "%M", *command], capture_output=True, text=True, check=True
+        )
+        seconds = time.perf_counter() - started
+        peak = int(finished.stderr.strip().splitlines()[-1]) / 2**20
+        print(f"| {arguments.items:,} | {call} | {seconds:.1f} | {peak:.2f} |", flush=True)
+    print("\n" + finished.stdout)
+
+
 def print_candidate_timings(
     row, arguments: argparse.Namespace, neighbours: int, prepared: str, *options
 ) -> None:
@@ -768,6 +848,13 @@ def main() -> None:
         "--backend", choices=["exact", "faiss"], default="faiss", help="How the candidates are found."
     )
     rerank.set_defaults(run=run_rerank)
+    recommend = commands.add_parser(
+        "recommend",
+        help="metricbert recommend --cache twice at --items items: the first call, then one that reads back.",
+    )
+    recommend.add_argument("--items", type=int, default=20_000)
+    recommend.add_argument("--candidates", type=int, default=200, help="--shared-neighbour-candidates.")
+    recommend.set_defaults(run=run_recommend)
     arguments = parser.parse_args()
     if arguments.command == "search":
         arguments.parameters = {

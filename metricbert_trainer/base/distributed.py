@@ -131,6 +131,23 @@ def share_of_global_mean(
     return local_sum * scale / count.clamp(min=1)
 
 
+def process_zero_copy(tensor: torch.Tensor, device: torch.device | str) -> torch.Tensor:
+    """Process 0's ``tensor`` on every process of a distributed run (``tensor`` itself outside one),
+    on ``tensor``'s device, sent through ``device`` (the run's own: NCCL sends CUDA tensors only).
+    Every process must call this at the same point with a tensor of the same shape and dtype.
+
+    What every process computes for itself before training, the batches' neighbour lists above
+    all, must come out the same on all of them: each draws the epoch's order of items from its own
+    lists and keeps its share, so lists that differ would repeat some items and skip others. Exact
+    lists agree; a FAISS HNSW index is filled by parallel threads in whatever order they run, so
+    two processes may list a few neighbours differently. Process 0's lists settle it."""
+    if world_size() == 1:
+        return tensor
+    shared = tensor.to(device).contiguous()
+    dist.broadcast(shared, src=0)
+    return shared.to(tensor.device)
+
+
 def mean_by_name_across_processes(local: dict[str, float], device: torch.device | str) -> dict[str, float]:
     """Each named value averaged over the processes that recorded it, on every process.
 

@@ -189,7 +189,7 @@ class CatalogTrainer(StagedCheckpoints, Trainer):
             )
         if not self.is_world_process_zero():
             return
-        texts = {name: train_dataset[name] for name in self.fields}
+        texts = {name: train_dataset[name][:] for name in self.fields}
         for warning in degenerate_text_warnings(texts):
             logger.warning("The training catalog: %s.", warning)
         if self.processing_class is None:

@@ -23,6 +23,7 @@ from metricbert_trainer.evaluation.shared_neighbours import (
     check_lists_cache_path,
     lists_cache_beside,
 )
+from metricbert_trainer.evaluation.tfidf_cache import check_tfidf_cache_path, tfidf_cache_beside
 from metricbert_trainer.publishing.markdown import escape_markdown, markdown_table
 
 logger = logging.getLogger("metricbert_trainer.cli")
@@ -122,7 +123,8 @@ def model_options() -> argparse.ArgumentParser:
         "--cache",
         default=None,
         help="An .npz to keep the catalog embeddings in and reuse (it only ever replaces such a cache); the "
-        "re-ranking's shared-neighbour lists are kept beside it (NAME.shared-neighbours.npz).",
+        "hybrid's TF-IDF matrices and the re-ranking's shared-neighbour lists are kept beside it "
+        "(NAME.tfidf.npz, NAME.shared-neighbours.npz).",
     )
     parser.add_argument(
         "--tfidf-weight",
@@ -185,9 +187,12 @@ def ranking_scorer(
 ) -> Scorer:
     """How ``evaluate`` and ``recommend`` rank: the model under ``--scorer``, fused with TF-IDF
     at ``--tfidf-weight`` (the model alone at 0), re-ranked by ``--shared-neighbours`` (not at 0),
-    whose lists are kept beside the embedding cache ``cache_path`` when there is one."""
+    whose lists and the TF-IDF's matrices are kept beside the embedding cache ``cache_path`` when
+    there is one."""
     scorer = with_tfidf(
-        encoder_scorer(args, model, tokenizer, args.scorer, name, cache_path=cache_path), args.tfidf_weight
+        encoder_scorer(args, model, tokenizer, args.scorer, name, cache_path=cache_path),
+        args.tfidf_weight,
+        tfidf_cache=tfidf_cache_beside(cache_path) if cache_path else None,
     )
     if not args.shared_neighbours:
         return scorer
@@ -203,11 +208,13 @@ def ranking_scorer(
 
 
 def check_caches(args: argparse.Namespace) -> None:
-    """Before any work: ``--cache`` and, when the ranking re-ranks, the lists cache kept beside it
-    name files a cache may replace (``ranking_scorer``)."""
+    """Before any work: ``--cache`` and, when the ranking fuses TF-IDF or re-ranks, the caches kept
+    beside it name files a cache may replace (``ranking_scorer``)."""
     if not args.cache:
         return
     check_cache_path(args.cache)
+    if args.tfidf_weight:
+        check_tfidf_cache_path(tfidf_cache_beside(args.cache))
     if args.shared_neighbours:
         check_lists_cache_path(lists_cache_beside(args.cache))
 

@@ -82,7 +82,7 @@ def resolve_max_length(
         args.max_length = cap
         logger.info("max_length %d: the cap, as there is no catalog to choose it from.", cap)
     else:
-        texts = {name: [str(text) for text in dataset[name]] for name in fields}
+        texts = {name: [str(text) for text in dataset[name][:]] for name in fields}
         args.max_length = data_driven_max_length(
             tokenizer, texts, percentile=args.max_length_percentile, cap=cap
         )

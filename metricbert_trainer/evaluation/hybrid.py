@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -86,14 +87,17 @@ def fuse_rows(parts: Sequence[tuple[np.ndarray, float]], queries: Sequence[int])
     return sum(weight * standardised_rows(rows, queries) for rows, weight in parts)
 
 
-def with_tfidf(scorer: VectorScorer, tfidf_weight: float = DEFAULT_TFIDF_WEIGHT) -> Scorer:
+def with_tfidf(
+    scorer: VectorScorer, tfidf_weight: float = DEFAULT_TFIDF_WEIGHT, *, tfidf_cache: str | Path | None = None
+) -> Scorer:
     """``scorer`` fused with TF-IDF over the same views (its ``mode``), TF-IDF weighing
-    ``tfidf_weight`` and the scorer ``1 - tfidf_weight``; ``scorer`` itself when the weight is 0."""
+    ``tfidf_weight`` and the scorer ``1 - tfidf_weight``; ``scorer`` itself when the weight is 0.
+    ``tfidf_cache``: where the fitted TF-IDF is kept (``TfidfScorer.cache_path``)."""
     if not 0 <= tfidf_weight <= 1:
         raise ValueError(f"tfidf_weight must lie in [0, 1]; got {tfidf_weight}.")
     if tfidf_weight == 0:
         return scorer
-    tfidf = TfidfScorer(mode=scorer.mode)
+    tfidf = TfidfScorer(mode=scorer.mode, cache_path=tfidf_cache)
     return FusedScorer(
         parts=((scorer, 1 - tfidf_weight), (tfidf, tfidf_weight)),
         name=f"{scorer.name} + TF-IDF {tfidf_weight:g}",

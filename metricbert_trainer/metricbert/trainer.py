@@ -12,7 +12,12 @@ from transformers import PreTrainedModel
 
 from metricbert_trainer.base.checkpoints import checkpoint_to_resume
 from metricbert_trainer.base.collator import field_inputs, unmasked
-from metricbert_trainer.base.distributed import gather_with_grad, share_of_global_mean, world_size
+from metricbert_trainer.base.distributed import (
+    gather_with_grad,
+    process_zero_copy,
+    share_of_global_mean,
+    world_size,
+)
 from metricbert_trainer.base.gradient_norms import term_gradient_norms
 from metricbert_trainer.base.length_groups import length_groups_on
 from metricbert_trainer.base.trainer import CatalogTrainer
@@ -372,6 +377,7 @@ class MetricBertTrainer(CatalogTrainer):
             lists = teacher_candidate_lists(encoder, tfidf, candidates=candidates, **options)
         else:
             lists = teacher_neighbour_lists(encoder, tfidf, **options)
+        lists = process_zero_copy(lists, self.args.device)  # one teacher on every process
         logger.info(
             "Shared neighbours: the teacher's %d nearest items of each of %d, in %.1f s.",
             *lists.shape[::-1],
@@ -469,7 +475,7 @@ class MetricBertTrainer(CatalogTrainer):
 
     def _field_texts(self, name: str) -> list[str]:
         """The training catalog's texts of field ``name``, as strings."""
-        return [str(text) for text in self.train_dataset[name]]
+        return [str(text) for text in self.train_dataset[name][:]]
 
     def _build_neighbourhood_sampler(self) -> NeighbourhoodSampler:
         """The sampler of ``batch_neighbourhood_size``, from the guide's cached vectors of every text."""
@@ -482,6 +488,7 @@ class MetricBertTrainer(CatalogTrainer):
             index=self.args.neighbourhood_index,
             search_parameters=self.args.neighbourhood_search_parameters,
         )
+        neighbours = process_zero_copy(neighbours, self.args.device)
         logger.info(
             "Neighbourhood batches: the %d nearest items of each of %d (%s), in %.1f s.",
             neighbours.shape[1],

@@ -189,6 +189,16 @@ def test_statistics_only_some_processes_recorded_are_averaged_by_name(tmp_path):
         assert json.loads((tmp_path / f"rank{rank}.json").read_text()) == expected
 
 
+def test_lists_each_process_computed_are_process_zeros_on_every_process(tmp_path):
+    """The batches' neighbour lists and the teacher's are computed by every process; where they
+    differ (a FAISS HNSW index filled by threads in any order), process 0's reach every process."""
+    launch("cpu.yaml", MULTIPROCESS_SCRIPTS / "process_zero_copy.py", str(tmp_path))
+    ranks = [json.loads((tmp_path / f"rank{rank}.json").read_text()) for rank in (0, 1)]
+    assert ranks[0]["own"] != ranks[1]["own"]  # the processes did compute different lists
+    for rank in ranks:
+        assert rank["agreed"] == ranks[0]["own"] and rank["dtype"] == "torch.int64"
+
+
 def test_two_process_run_trains_evaluates_and_logs_across_processes(ddp_run, tiny_model_path):
     state = json.loads((ddp_run / "checkpoint-4" / "trainer_state.json").read_text())
     # 48 items in batches of 2 x 8: an epoch is 3 steps only if both processes took part.

@@ -127,28 +127,37 @@ def test_the_embedding_cache_replaces_only_a_cache(files, tiny_model_path, tmp_p
     assert "is not an embedding cache" in message and archive.read_bytes() == saved
 
 
-def test_the_lists_beside_the_cache_are_read_back_and_replace_only_such_lists(
+def test_the_caches_beside_the_embeddings_are_read_back_and_replace_only_such_caches(
     files, tiny_model_path, tmp_path, capsys, caplog
 ):
-    """``recommend --cache`` keeps the re-ranking's lists beside the embeddings; the next call on the
-    same catalog and model reads them back and answers the same; a user's file where the lists
-    would go is refused before any work, byte for byte untouched."""
+    """``recommend --cache`` keeps the re-ranking's lists and the hybrid's TF-IDF matrices beside the
+    embeddings; the next call on the same catalog and model reads them back, computes neither, and
+    answers the same; a user's file where either would go is refused before any work, byte for
+    byte untouched, and left alone by a ranking that does not use it."""
     cache = tmp_path / "embeddings.npz"
     recommend = ["recommend", "--model", tiny_model_path, "--catalog", str(files / "wines.csv")]
     recommend += ["--item", "7", "--max-length", "32", "--shared-neighbours", "5", "--cache", str(cache)]
     assert metricbert(recommend) == 0
     first = capsys.readouterr().out
-    lists = tmp_path / "embeddings.shared-neighbours.npz"
-    assert lists.is_file()
+    lists, tfidf = tmp_path / "embeddings.shared-neighbours.npz", tmp_path / "embeddings.tfidf.npz"
+    assert lists.is_file() and tfidf.is_file()
     caplog.clear()
-    with caplog.at_level("INFO", logger="metricbert_trainer.evaluation.shared_neighbours"):
+    with caplog.at_level("INFO", logger="metricbert_trainer.evaluation"):
         assert metricbert(recommend) == 0
     assert capsys.readouterr().out == first
     assert f"reusing the lists of {lists}" in caplog.text and "listing the" not in caplog.text
-    np.savez(lists, weights=np.arange(3))
-    saved = lists.read_bytes()
-    message = _refused(capsys, recommend)
-    assert "is not a shared-neighbour lists cache" in message and lists.read_bytes() == saved
+    assert f"Reusing the TF-IDF matrices of {tfidf}" in caplog.text and "Wrote the TF-IDF" not in caplog.text
+    for kept, kind, unused_with in (
+        (lists, "a shared-neighbour lists cache", ["--shared-neighbours", "0"]),
+        (tfidf, "a TF-IDF cache", ["--tfidf-weight", "0", "--shared-neighbours", "0"]),
+    ):
+        np.savez(kept, weights=np.arange(3))
+        saved = kept.read_bytes()
+        message = _refused(capsys, recommend)
+        assert f"is not {kind}" in message and kept.read_bytes() == saved
+        assert metricbert([*recommend, *unused_with]) == 0 and kept.read_bytes() == saved
+        capsys.readouterr()
+        kept.unlink()
 
 
 def _recipe(tiny_model_path, files, output_dir, **options) -> list[str]:

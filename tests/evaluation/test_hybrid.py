@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from metricbert_trainer.data.annotations import Annotations
+from metricbert_trainer.data.catalog import load_catalog
+from metricbert_trainer.errors import UsageError
 from metricbert_trainer.evaluation.evaluator import evaluate_scorer
 from metricbert_trainer.evaluation.hybrid import FusedScorer, standardised_rows, with_tfidf
 from metricbert_trainer.evaluation.scorers import LdaScorer, TfidfScorer
+from metricbert_trainer.evaluation.tfidf_cache import is_tfidf_cache
 
 
 def test_each_row_is_standardised_over_its_candidates_the_query_left_out():
@@ -61,3 +65,53 @@ def test_weights_outside_their_range_are_refused(tiny_encoder):
         FusedScorer(parts=((tiny_encoder, float("nan")),))
     with pytest.raises(ValueError, match="every weight is 0"):
         FusedScorer(parts=((tiny_encoder, 0.0),)).distance_rows(None, [0])
+
+
+def test_the_tfidf_cache_gives_the_fitted_matrices_back_and_refits_for_other_texts(
+    wines_80, wines_csv, tmp_path, caplog
+):
+    """A cached TF-IDF is read back entry for entry as fitted, without fitting; other texts or
+    another setting fit again and replace the cache; a user's file is never taken for one."""
+    cache = tmp_path / "items.tfidf.npz"
+    fitted = TfidfScorer().item_vectors(wines_80)
+    with caplog.at_level("INFO", logger="metricbert_trainer.evaluation.tfidf_cache"):
+        assert _same_matrices(TfidfScorer(cache_path=cache).item_vectors(wines_80), fitted)
+        assert is_tfidf_cache(cache) and "Wrote the TF-IDF" in caplog.text
+        caplog.clear()
+        read = TfidfScorer(cache_path=cache).item_vectors(wines_80)
+        assert _same_matrices(read, fitted) and "Reusing the TF-IDF" in caplog.text
+        for other in (
+            TfidfScorer(sublinear_tf=False),  # another setting
+            TfidfScorer(mode="concat"),  # other views
+        ):
+            caplog.clear()
+            other.cache_path = cache
+            assert _same_matrices(
+                other.item_vectors(wines_80), TfidfScorer(**_settings(other)).item_vectors(wines_80)
+            )
+            assert "fitting again" in caplog.text
+        caplog.clear()
+        fewer = load_catalog(pd.read_csv(wines_csv, dtype=str, nrows=40))  # the same fields, other texts
+        assert _same_matrices(
+            TfidfScorer(cache_path=cache).item_vectors(fewer), TfidfScorer().item_vectors(fewer)
+        )
+        assert "fitting again" in caplog.text
+    user_file = tmp_path / "mine.npz"
+    np.savez(user_file, weights=np.arange(3))
+    saved = user_file.read_bytes()
+    with pytest.raises(UsageError, match="is not a TF-IDF cache"):
+        TfidfScorer(cache_path=user_file).item_vectors(wines_80)
+    assert user_file.read_bytes() == saved
+
+
+def _settings(scorer: TfidfScorer) -> dict:
+    return {"mode": scorer.mode, "sublinear_tf": scorer.sublinear_tf}
+
+
+def _same_matrices(first: dict, second: dict) -> bool:
+    return list(first) == list(second) and all(
+        first[view].shape == second[view].shape
+        and first[view].dtype == second[view].dtype
+        and (first[view] != second[view]).nnz == 0
+        for view in first
+    )

@@ -140,8 +140,16 @@ def test_faiss_search_parameters_reach_the_index(small_blocks):
 def test_bad_inputs_are_named():
     with pytest.raises(ValueError, match="same items"):
         top_k({"a": np.ones((5, 3)), "b": np.ones((6, 3))}, "angular")
-    with pytest.raises(ValueError, match="NaN"):
-        top_k({"a": np.full((5, 3), np.nan)}, "angular")
+    for distance in ("angular", "cosine", "euclidean"):
+        for bad in (np.nan, np.inf, -np.inf):
+            vectors = np.ones((5, 3), dtype=np.float32)
+            vectors[3, 1] = bad  # one value among finite ones
+            with pytest.raises(ValueError, match="NaN or infinite"):
+                top_k({"a": np.ones((5, 3)), "b": vectors}, distance)
+        # Finite values at the edge of float32 are not taken for infinite ones.
+        huge = np.full((5, 3), np.finfo(np.float32).max, dtype=np.float32)
+        huge[0] *= -1
+        assert distance_rows({"a": huge}, distance, [0]).shape == (1, 5)
     with pytest.raises(ValueError, match="backend"):
         top_k(random_views(num_items=5), "angular", backend="annoy")
     with pytest.raises(ValueError, match="item indices"):
