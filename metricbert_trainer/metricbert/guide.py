@@ -48,10 +48,12 @@ def token_key(token_ids: Sequence[int] | torch.Tensor) -> bytes:
 def batch_token_keys(inputs: dict[str, torch.Tensor]) -> list[bytes]:
     """Each row's ``token_key`` over its attended tokens: how a padded batch of unmasked inputs
     finds its texts among the keys ``token_keys`` filed."""
-    return [
-        token_key(ids[mask.bool()])
-        for ids, mask in zip(inputs["input_ids"].cpu(), inputs["attention_mask"].cpu(), strict=True)
-    ]
+    # In NumPy, not torch: a torch row, its mask and its selection are a dozen dispatched operators
+    # per text, more operators a step than all the recipe's own loss terms, and a GPU step is bound
+    # by its host's work (benchmarks/RESULTS.md).
+    token_ids = inputs["input_ids"].cpu().numpy()
+    attended = inputs["attention_mask"].cpu().numpy().astype(bool)
+    return [token_key(ids[mask]) for ids, mask in zip(token_ids, attended, strict=True)]
 
 
 def token_keys(tokenizer: PreTrainedTokenizerBase, texts: Sequence[str], max_length: int) -> Iterator[bytes]:
