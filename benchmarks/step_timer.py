@@ -36,8 +36,9 @@ def _synchronise() -> None:
 
 class StepProfiler(TrainerCallback):
     """``torch.profiler`` over ``count`` optimizer steps starting at step ``first``, written as
-    two tables (by device time and by host time) to ``path``: where a step's time goes, and how
-    much of it the GPU spends idle waiting for the host (its kernels' total beside the wall time)."""
+    two tables (by device time and by host time) to ``path``: where a step's time goes, how much
+    of it the GPU spends idle waiting for the host (its kernels' total beside the wall time), and
+    how many operators the host dispatched a step (a CPU can count those too)."""
 
     def __init__(self, path: str, first: int, count: int = 3) -> None:
         self.path, self.first, self.count = path, first, count
@@ -61,6 +62,8 @@ class StepProfiler(TrainerCallback):
         wall = time.perf_counter() - self._started
         self._profiler.__exit__(None, None, None)
         averages = self._profiler.key_averages()
+        # Operators dispatched on the host (nested ones included): what a host-bound GPU step pays for.
+        operators = sum(event.count for event in averages if event.key.startswith("aten::"))
         # The kernels themselves (an operator's row repeats its kernels' time, as the table's total skips it).
         device_busy = (
             sum(
@@ -73,7 +76,7 @@ class StepProfiler(TrainerCallback):
         with open(self.path, "w", encoding="utf-8") as handle:
             handle.write(
                 f"{self.count} steps: wall {wall:.3f} s, device kernels {device_busy:.3f} s "
-                f"({100 * device_busy / wall:.0f}% busy)\n\n"
+                f"({100 * device_busy / wall:.0f}% busy), {operators / self.count:.0f} ATen operator calls a step\n\n"
             )
             for key in ("self_device_time_total", "self_cpu_time_total", "count"):
                 handle.write(
