@@ -3,6 +3,7 @@
     metricbert evaluate --model PATH --catalog CSV --annotations FILE [--scorer metric_inf] [--tfidf-weight 0.3]
         [--output JSON]
     metricbert recommend --model PATH --catalog CSV --item ID [--top-k 10] [--tfidf-weight 0.3]
+    metricbert encode --model PATH --catalog CSV --cache items.npz   (accelerate launch -m shares it among processes)
     metricbert compare --catalog CSV --annotations FILE --baselines tfidf lda --models PATH [...]
         [--sbert PATH ...] [--recobert PATH ...] --output-dir DIR
     metricbert report --catalog CSV --annotations FILE --baselines tfidf --models PATH [...] --output report.html
@@ -23,14 +24,23 @@ import logging
 import sys
 from collections.abc import Sequence
 
-from metricbert_trainer.cli import compare, consolidate, evaluate, ner_evaluate, plot, recommend, report
+from metricbert_trainer.cli import (
+    compare,
+    consolidate,
+    encode,
+    evaluate,
+    ner_evaluate,
+    plot,
+    recommend,
+    report,
+)
 from metricbert_trainer.data.annotations import AnnotationError
 from metricbert_trainer.data.catalog import CatalogError
 
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report it
 
 # One module per command, each adding its own subparser; the order is --help's.
-COMMANDS = (evaluate, recommend, compare, report, consolidate, plot, ner_evaluate)
+COMMANDS = (evaluate, recommend, encode, compare, report, consolidate, plot, ner_evaluate)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

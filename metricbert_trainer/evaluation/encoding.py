@@ -194,7 +194,7 @@ def encode_views(
     weights and config, tokenizer, ``max_length``, names and texts) matches, and otherwise encoded
     and written there, replacing the cache it held; a file there that is not an embedding cache is
     never replaced (``check_cache_path``). ``across_processes`` shares the encoding among
-    the processes of a distributed run (see ``encode_texts``).
+    the processes of a distributed run (see ``encode_texts``), and process 0 alone writes the cache.
     """
 
     def encode_all() -> dict[str, np.ndarray]:
@@ -220,7 +220,8 @@ def encode_views(
         logger.info("Reusing embeddings from %s.", cache_path)
         return cached
     embeddings = encode_all()
-    _write_cache(cache_path, fingerprint, embeddings)
+    if not across_processes or not torch.distributed.is_initialized() or torch.distributed.get_rank() == 0:
+        _write_cache(cache_path, fingerprint, embeddings)  # once: every process holds the same vectors
     return embeddings
 
 

@@ -199,6 +199,38 @@ def test_lists_each_process_computed_are_process_zeros_on_every_process(tmp_path
         assert rank["agreed"] == ranks[0]["own"] and rank["dtype"] == "torch.int64"
 
 
+def test_encode_shares_the_catalog_among_processes_and_writes_one_cache(files, tiny_model_path, tmp_path):
+    """``accelerate launch -m metricbert_trainer.cli encode`` on two processes writes the cache once,
+    with the vectors one process encodes alone."""
+    import numpy as np
+
+    from metricbert_trainer.cli import main as metricbert
+
+    options = [
+        "encode",
+        "--model",
+        tiny_model_path,
+        "--catalog",
+        str(files / "wines.csv"),
+        "--max-length",
+        "32",
+    ]
+    assert metricbert([*options, "--cache", str(tmp_path / "alone.npz")]) == 0
+    shared = tmp_path / "shared.npz"
+    result = launch("cpu.yaml", "--module", "metricbert_trainer.cli", *options, "--cache", str(shared))
+    assert (
+        result.stdout.count(f"{shared}: 120 vectors of 60 items") == 1 and "on 2 process(es)" in result.stdout
+    )
+    assert result.stderr.count("Wrote embeddings to") == 1
+    with np.load(tmp_path / "alone.npz") as alone, np.load(shared) as both:
+        assert sorted(alone.files) == sorted(both.files) and str(alone["fingerprint"]) == str(
+            both["fingerprint"]
+        )
+        for name in alone.files:
+            if name != "fingerprint":
+                np.testing.assert_allclose(both[name], alone[name], atol=1e-5)
+
+
 def test_two_process_run_trains_evaluates_and_logs_across_processes(ddp_run, tiny_model_path):
     state = json.loads((ddp_run / "checkpoint-4" / "trainer_state.json").read_text())
     # 48 items in batches of 2 x 8: an epoch is 3 steps only if both processes took part.

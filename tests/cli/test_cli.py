@@ -183,6 +183,30 @@ def test_recommend_lists_neighbours_without_the_item(files, tiny_model_path, cap
     assert len(rows) == 5 and all(row.split(" | ")[1] != "7" for row in rows)
 
 
+def test_encode_writes_the_cache_recommend_then_reads(files, tiny_model_path, tmp_path, capsys, caplog):
+    """``metricbert encode`` fills the embedding cache that ``recommend`` with the same model,
+    ``--max-length`` and ``--scorer`` reads back without encoding, answering as it does alone."""
+    catalog = ["--catalog", str(files / "wines.csv"), "--max-length", "32"]
+    recommend = ["recommend", "--model", tiny_model_path, *catalog, "--item", "7", "--shared-neighbours", "0"]
+    assert main(recommend) == 0
+    alone = capsys.readouterr().out
+    cache = tmp_path / "items.npz"
+    assert main(["encode", "--model", f"tiny={tiny_model_path}", *catalog, "--cache", str(cache)]) == 0
+    printed = capsys.readouterr().out
+    assert (
+        printed.startswith(f"{cache}: 120 vectors of 60 items (title, description) by tiny")
+        and cache.is_file()
+    )
+    with caplog.at_level("INFO", logger="metricbert_trainer.evaluation.encoding"):
+        assert main([*recommend, "--cache", str(cache)]) == 0
+    assert f"Reusing embeddings from {cache}" in caplog.text and capsys.readouterr().out == alone
+    assert (
+        main(["encode", "--model", tiny_model_path, *catalog, "--scorer", "colour", "--cache", str(cache)])
+        == 1
+    )
+    assert "Unknown scoring mode 'colour'" in capsys.readouterr().err
+
+
 def test_compare_writes_table_json_and_chart(
     files, tiny_model_path, tiny_sentence_transformer, tmp_path, capsys
 ):
