@@ -6,6 +6,8 @@
     python benchmarks/million_items.py search --items 1000000 --queries 1000 --indexes exact IVF1024,Flat
     python benchmarks/million_items.py epoch --max-lengths 64 128 256
     python benchmarks/million_items.py tfidf --items 1000000
+    python benchmarks/million_items.py lengths --texts 500000 2000000
+    python benchmarks/million_items.py recommend --items 1000000
     python benchmarks/million_items.py neighbourhoods --items 10000 20000 40000
     python benchmarks/million_items.py neighbourhoods --items 130000 1000000 --indexes exact IVF1024,Flat
     python benchmarks/million_items.py shared-neighbours --items 5000 10000 20000
@@ -42,6 +44,15 @@ MLM-head warm-up, a fixed 100 head-only steps whatever ``N``.
 default): per-field TF-IDF fitted on the catalog, then one query's distance row, on a catalog of
 the wine sample's texts repeated to ``--items`` items; then the same through the TF-IDF cache that
 ``--cache`` keeps (``evaluation.tfidf_cache``), written by one process and read by the next.
+
+``lengths``: every catalog text's token length, as the training run's ``max_length`` and truncation
+report and the encoding's longest-first order need it, counted with every text tokenized at once
+(before) or a chunk at a time, on wine descriptions drawn with replacement: time and the peak
+memory it adds.
+
+``recommend``: ``metricbert recommend --cache`` as a user runs it at ``--items`` items, twice: the
+first call fits and lists what the caches keep, the second reads them back (an embedding cache of
+synthetic vectors is written first, under the real model's fingerprint).
 
 ``neighbourhoods``: the recipes' batches of neighbourhoods (``batch_neighbourhood_size`` of
 ``recipes/catalog/minilm.yaml``) start with each item's nearest items under the frozen start
@@ -422,6 +433,42 @@ def run_tfidf(arguments: argparse.Namespace) -> None:
             flush=True,
         )
     cache.unlink()
+
+
+def lengths_row(texts: int, way: str) -> dict:
+    """Token lengths of ``texts`` wine descriptions drawn with replacement, in a process of its own:
+    every text tokenized at once (how the catalog's lengths were counted before), or a chunk at a
+    time (``lengths.token_lengths``, ``encoding.longest_first``)."""
+    import pandas as pd
+    from transformers import AutoTokenizer
+
+    from metricbert_trainer.base.modeling import DEFAULT_MODEL, resolve_model_name
+    from metricbert_trainer.data.lengths import token_lengths
+    from metricbert_trainer.evaluation.encoding import longest_first
+
+    tokenizer = AutoTokenizer.from_pretrained(resolve_model_name(DEFAULT_MODEL))
+    wines = pd.read_csv(REPO_ROOT / BENCHMARKS["wines"][0]).dropna(subset=["description"])
+    column = wines.description.sample(n=texts, replace=True, random_state=0).astype(str).tolist()
+    before = peak_rss_gib()
+    started = time.perf_counter()
+    if way == "every text at once":
+        [len(ids) for ids in tokenizer(column, truncation=False, verbose=False)["input_ids"]]
+    elif way == "a chunk at a time (token_lengths)":
+        token_lengths(tokenizer, column)
+    else:
+        longest_first(tokenizer, column, 128)
+    return {"seconds": time.perf_counter() - started, "added_gib": peak_rss_gib() - before}
+
+
+def run_lengths(arguments: argparse.Namespace) -> None:
+    print("| texts | counted | s | peak RSS added, GiB |\n|---:|---|---:|---:|")
+    for texts in arguments.texts:
+        ways = ["a chunk at a time (token_lengths)", "a chunk at a time, truncated (longest_first)"]
+        if texts <= arguments.at_once_up_to:
+            ways.insert(0, "every text at once")
+        for way in ways:
+            row = in_fresh_process(lengths_row, texts, way)
+            print(f"| {texts:,} | {way} | {row['seconds']:.1f} | {row['added_gib']:.2f} |", flush=True)
 
 
 def recipe_neighbourhood_size() -> int:
@@ -848,6 +895,14 @@ def main() -> None:
         "--backend", choices=["exact", "faiss"], default="faiss", help="How the candidates are found."
     )
     rerank.set_defaults(run=run_rerank)
+    lengths = commands.add_parser(
+        "lengths", help="Token lengths of a whole catalog's texts: at once against a chunk at a time."
+    )
+    lengths.add_argument("--texts", nargs="+", type=int, default=[500_000, 2_000_000])
+    lengths.add_argument(
+        "--at-once-up-to", type=int, default=500_000, help="Tokenize at once only up to this many texts."
+    )
+    lengths.set_defaults(run=run_lengths)
     recommend = commands.add_parser(
         "recommend",
         help="metricbert recommend --cache twice at --items items: the first call, then one that reads back.",

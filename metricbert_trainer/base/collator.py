@@ -68,13 +68,6 @@ def batch_generator(seed: int, texts: Sequence[str]) -> torch.Generator:
     return torch.Generator().manual_seed(int.from_bytes(digest.digest(), "little") >> 1)
 
 
-def count_truncated(tokenizer: PreTrainedTokenizerBase, texts: Sequence[str], max_length: int) -> int:
-    """How many of ``texts`` have more than ``max_length`` tokens (special tokens included), so
-    truncation is reported instead of silently cutting descriptions short."""
-    lengths = tokenizer([str(text) for text in texts], truncation=False, verbose=False)["input_ids"]
-    return sum(len(ids) > max_length for ids in lengths)
-
-
 # Texts tokenized at a time where a whole catalog is counted (TF-IDF, the word prior).
 COUNTING_CHUNK = 1024
 

@@ -23,7 +23,7 @@ from transformers.trainer_utils import get_last_checkpoint
 
 from metricbert_trainer.base.attention import varying_shape_attention
 from metricbert_trainer.base.checkpoints import StagedCheckpoints
-from metricbert_trainer.base.collator import batch_slots, count_truncated
+from metricbert_trainer.base.collator import batch_slots
 from metricbert_trainer.base.config import CatalogTrainerConfig
 from metricbert_trainer.base.distributed import mean_by_name_across_processes
 from metricbert_trainer.base.fsdp2 import shard_with_tied_parameters_together
@@ -31,7 +31,7 @@ from metricbert_trainer.base.modeling import freeze_mlm_head, load_masked_lm, re
 from metricbert_trainer.base.weight_ensembling import blend_with_start
 from metricbert_trainer.data.annotations import Annotations
 from metricbert_trainer.data.catalog import Catalog, degenerate_text_warnings
-from metricbert_trainer.data.lengths import resolve_max_length
+from metricbert_trainer.data.lengths import resolve_max_length, token_lengths
 from metricbert_trainer.evaluation.evaluator import RankingEvaluator, describe_evaluator
 from metricbert_trainer.publishing.callbacks import PublishingCallback, default_publishing_callbacks
 from metricbert_trainer.publishing.model_card import CardMethod, ModelCardInfo, usage_examples
@@ -195,7 +195,7 @@ class CatalogTrainer(StagedCheckpoints, Trainer):
         if self.processing_class is None:
             return
         for name in self.fields:
-            truncated = count_truncated(self.processing_class, texts[name], self.args.max_length)
+            truncated = int((token_lengths(self.processing_class, texts[name]) > self.args.max_length).sum())
             if truncated:
                 logger.warning(
                     "%d of %d %s texts are longer than max_length=%d tokens and are truncated.",

@@ -21,6 +21,24 @@ def test_the_percentile_of_the_longest_field_rounded_up_to_a_multiple_of_eight(t
     assert data_driven_max_length(tokenizer, fields, percentile=95, cap=64) == 64
 
 
+def test_lengths_counted_a_chunk_at_a_time_are_the_whole_catalogs(tokenizer, monkeypatch):
+    """Token lengths, and the encoding's longest-first order, tokenize a catalog a chunk at a time
+    (a fast tokenizer's encodings of a million texts at once do not fit in memory) and give what
+    tokenizing every text at once gives."""
+    from metricbert_trainer.base import collator
+    from metricbert_trainer.data import lengths
+    from metricbert_trainer.evaluation.encoding import longest_first
+
+    monkeypatch.setattr(lengths, "TOKENIZING_CHUNK", 7)
+    monkeypatch.setattr(collator, "COUNTING_CHUNK", 7)
+    texts = _texts([(index * 37) % 150 + 1 for index in range(40)])  # 40 texts, several over 128 tokens
+    whole = [len(ids) for ids in tokenizer(texts)["input_ids"]]
+    assert list(token_lengths(tokenizer, texts)) == whole
+    truncated = np.minimum(whole, 128)
+    expected = sorted(range(len(texts)), key=lambda position: (-truncated[position], position))
+    assert list(longest_first(tokenizer, texts, 128)) == expected
+
+
 def test_unset_max_length_is_resolved_from_the_catalog_and_a_set_one_is_kept(tmp_path, tokenizer):
     rows = {"title": _texts([2, 3]), "description": _texts([30, 40])}
     args = MetricBertConfig(output_dir=str(tmp_path), report_to="none", use_cpu=True)
