@@ -1,6 +1,6 @@
 """Run under ``accelerate launch`` with several processes: encoding texts shared among the
 processes (``across_processes=True``) must give every process the same vectors as encoding all
-of them alone. An odd number of texts makes the shares unequal.
+of them alone. An odd number of texts makes the shares unequal; they are gathered a few rows at a time.
 
 Usage: accelerate launch --config_file accelerate_configs/cpu.yaml THIS_FILE MODEL_PATH CATALOG OUTPUT_JSON
 """
@@ -18,6 +18,7 @@ from transformers import AutoTokenizer
 
 from metricbert_trainer.base.modeling import load_masked_lm
 from metricbert_trainer.data.catalog import load_catalog
+from metricbert_trainer.evaluation import encoding
 from metricbert_trainer.evaluation.encoding import encode_texts
 
 
@@ -25,6 +26,9 @@ def main(model_path: str, catalog_path: str, output_path: str) -> None:
     state = PartialState(cpu=True)
     model, tokenizer = load_masked_lm(model_path), AutoTokenizer.from_pretrained(model_path)
     texts = load_catalog(catalog_path).texts("description")[:37]
+    # Shares of 19 and 18 texts gathered 5 rows at a time: the last piece is short, and the shorter
+    # share's padding row falls in it.
+    encoding.GATHER_ROWS = 5
     shared = encode_texts(model, tokenizer, texts, batch_size=4, across_processes=True)
     alone = encode_texts(model, tokenizer, texts, batch_size=4)
     difference = torch.tensor(float(np.abs(shared - alone).max()))
