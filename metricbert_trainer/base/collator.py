@@ -6,7 +6,7 @@ MetricBERT forward read batches back through ``field_inputs`` and ``unmasked``."
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import torch
@@ -66,20 +66,6 @@ def batch_generator(seed: int, texts: Sequence[str]) -> torch.Generator:
     for text in texts:
         digest.update(text.encode("utf-8", "surrogatepass") + b"\0")
     return torch.Generator().manual_seed(int.from_bytes(digest.digest(), "little") >> 1)
-
-
-# Texts tokenized at a time where a whole catalog is counted (TF-IDF, the word prior).
-COUNTING_CHUNK = 1024
-
-
-def truncated_token_ids(
-    tokenizer: PreTrainedTokenizerBase, texts: Sequence[str], max_length: int
-) -> Iterator[list[int]]:
-    """Each text's token ids (special tokens included) as the collators truncate them, tokenized
-    ``COUNTING_CHUNK`` at a time: what counts over a whole catalog see of it."""
-    for start in range(0, len(texts), COUNTING_CHUNK):
-        chunk = [str(text) for text in texts[start : start + COUNTING_CHUNK]]
-        yield from tokenizer(chunk, truncation=True, max_length=max_length)["input_ids"]
 
 
 def never_masked(tokenizer: PreTrainedTokenizerBase, encoded: dict[str, torch.Tensor]) -> torch.Tensor:

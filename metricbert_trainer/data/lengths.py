@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 import numpy as np
 from transformers import PreTrainedTokenizerBase
@@ -23,20 +23,28 @@ logger = logging.getLogger(__name__)
 
 # Lengths are rounded up to a multiple of this: tensor kernels like it, and it keeps reported values round.
 LENGTH_MULTIPLE = 8
-# Texts tokenized at a time where a whole catalog's lengths are counted.
+# Texts tokenized at a time wherever a whole catalog is read (lengths, TF-IDF, the word prior, the
+# encodings' order): a fast tokenizer's encodings of a whole catalog at once held 6.5 GiB per 500,000
+# descriptions (``benchmarks/million_items.py lengths``).
 TOKENIZING_CHUNK = 1024
 
 
-def token_lengths(tokenizer: PreTrainedTokenizerBase, texts: Sequence[str]) -> np.ndarray:
-    """Tokens per text, special tokens included (what truncation counts), tokenized
-    ``TOKENIZING_CHUNK`` texts at a time: a fast tokenizer's encodings of a whole catalog at once
-    held 6.5 GiB per 500,000 descriptions (``benchmarks/million_items.py lengths``)."""
-    lengths = np.empty(len(texts), dtype=np.int64)
+def catalog_token_ids(
+    tokenizer: PreTrainedTokenizerBase, texts: Sequence[str], max_length: int | None = None
+) -> Iterator[list[int]]:
+    """Each text's token ids (special tokens included), truncated at ``max_length`` as the
+    collators truncate them (whole with ``None``), tokenized ``TOKENIZING_CHUNK`` texts at a time."""
+    options = {"truncation": False, "verbose": False} if max_length is None else {"truncation": True}
     for start in range(0, len(texts), TOKENIZING_CHUNK):
         chunk = [str(text) for text in texts[start : start + TOKENIZING_CHUNK]]
-        encoded = tokenizer(chunk, truncation=False, verbose=False)["input_ids"]
-        lengths[start : start + len(chunk)] = [len(ids) for ids in encoded]
-    return lengths
+        yield from tokenizer(chunk, max_length=max_length, **options)["input_ids"]
+
+
+def token_lengths(tokenizer: PreTrainedTokenizerBase, texts: Sequence[str]) -> np.ndarray:
+    """Tokens per text, special tokens included (what truncation counts)."""
+    return np.fromiter(
+        (len(ids) for ids in catalog_token_ids(tokenizer, texts)), dtype=np.int64, count=len(texts)
+    )
 
 
 def data_driven_max_length(

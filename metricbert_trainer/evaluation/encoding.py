@@ -23,10 +23,10 @@ from tqdm.auto import tqdm
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from metricbert_trainer.base.attention import varying_shape_attention
-from metricbert_trainer.base.collator import truncated_token_ids
 from metricbert_trainer.base.distributed import world_size
 from metricbert_trainer.base.pooling import mean_pool
 from metricbert_trainer.data.catalog import Catalog
+from metricbert_trainer.data.lengths import catalog_token_ids
 from metricbert_trainer.data.output_files import unwritable_problem
 from metricbert_trainer.errors import UsageError
 from metricbert_trainer.evaluation.neighbours import METRIC_INF, catalog_views
@@ -99,11 +99,11 @@ GATHER_ROWS = 65536
 def longest_first(tokenizer: PreTrainedTokenizerBase, texts: Sequence[str], max_length: int) -> np.ndarray:
     """The positions of ``texts`` from the longest (in tokens, truncated) to the shortest, ties in
     order: a batch that does not fit in memory fails at once, not at the end, and each batch pads
-    little. Tokenized a chunk at a time (``truncated_token_ids``): the fast tokenizer's encodings of
+    little. Tokenized a chunk at a time (``lengths.catalog_token_ids``): the fast tokenizer's encodings of
     every text at once took 6.5 GiB for 500,000 descriptions, which at a million items would not
     fit in 24 GiB (``benchmarks/million_items.py lengths``)."""
     lengths = np.fromiter(
-        (len(ids) for ids in truncated_token_ids(tokenizer, texts, max_length)),
+        (len(ids) for ids in catalog_token_ids(tokenizer, texts, max_length)),
         dtype=np.int64,
         count=len(texts),
     )

@@ -19,7 +19,7 @@ from scipy import sparse
 from sklearn.preprocessing import normalize
 from transformers import PreTrainedTokenizerBase
 
-from metricbert_trainer.base.collator import truncated_token_ids
+from metricbert_trainer.data.lengths import catalog_token_ids
 
 
 class TokenTfidf:
@@ -83,7 +83,7 @@ def token_counts(
     lengths = np.empty(len(texts), dtype=np.int64)
 
     def flat_ids() -> Iterator[int]:
-        for row, ids in enumerate(truncated_token_ids(tokenizer, texts, max_length)):
+        for row, ids in enumerate(catalog_token_ids(tokenizer, texts, max_length)):
             lengths[row] = len(ids)
             yield from ids
 

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Sequence
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from metricbert_trainer.base.collator import truncated_token_ids
+from metricbert_trainer.data.lengths import catalog_token_ids
 
 # Added to every word piece's count, so that one the catalog never uses keeps a finite logit.
 SMOOTHING = 0.1
@@ -32,7 +32,7 @@ def word_piece_log_prior(
     them), centred on their mean (a softmax ignores a shift)."""
     counts = torch.zeros(len(tokenizer), dtype=torch.float64)
     for texts in columns:
-        for ids in truncated_token_ids(tokenizer, texts, max_length):
+        for ids in catalog_token_ids(tokenizer, texts, max_length):
             counts += torch.bincount(torch.tensor(ids, dtype=torch.long), minlength=len(counts)).double()
     counts[list(tokenizer.all_special_ids)] = 0
     log_prior = torch.log((counts + SMOOTHING) / (counts.sum() + SMOOTHING * len(counts)))

@@ -25,12 +25,10 @@ def test_lengths_counted_a_chunk_at_a_time_are_the_whole_catalogs(tokenizer, mon
     """Token lengths, and the encoding's longest-first order, tokenize a catalog a chunk at a time
     (a fast tokenizer's encodings of a million texts at once do not fit in memory) and give what
     tokenizing every text at once gives."""
-    from metricbert_trainer.base import collator
     from metricbert_trainer.data import lengths
     from metricbert_trainer.evaluation.encoding import longest_first
 
     monkeypatch.setattr(lengths, "TOKENIZING_CHUNK", 7)
-    monkeypatch.setattr(collator, "COUNTING_CHUNK", 7)
     texts = _texts([(index * 37) % 150 + 1 for index in range(40)])  # 40 texts, several over 128 tokens
     whole = [len(ids) for ids in tokenizer(texts)["input_ids"]]
     assert list(token_lengths(tokenizer, texts)) == whole
