@@ -327,12 +327,20 @@ def check_cache_file(path: str | Path, *, kind: str, is_cache: Callable[[Path], 
 
 def is_embedding_cache(path: Path) -> bool:
     """Whether ``path`` is an .npz archive laid out as ``_write_cache`` writes one."""
+    names = npz_names(path)
+    return names is not None and (
+        "fingerprint" in names and all(name == "fingerprint" or name.startswith("view:") for name in names)
+    )
+
+
+def npz_names(path: Path) -> list[str] | None:
+    """The array names of the .npz archive at ``path``; ``None`` when it is not one (how each cache
+    tells its own files from a user's)."""
     try:
         with np.load(path, allow_pickle=False) as stored:
-            names = stored.files
+            return list(stored.files)
     except (OSError, ValueError, EOFError):
-        return False
-    return "fingerprint" in names and all(name == "fingerprint" or name.startswith("view:") for name in names)
+        return None
 
 
 def _read_cache(path: Path, fingerprint: str, names: list[str]) -> dict[str, np.ndarray] | None:

@@ -41,7 +41,7 @@ from metricbert_trainer.evaluation.candidate_lists import (
     prepared_parts,
     prepared_ranker,
 )
-from metricbert_trainer.evaluation.encoding import check_cache_file, write_npz_whole
+from metricbert_trainer.evaluation.encoding import check_cache_file, npz_names, write_npz_whole
 from metricbert_trainer.evaluation.hybrid import fuse_rows
 from metricbert_trainer.evaluation.scorers import Scorer
 
@@ -141,11 +141,8 @@ def lists_fingerprint(
 
 def is_lists_cache(path: Path) -> bool:
     """Whether ``path`` is an .npz archive of shared-neighbour lists this module wrote."""
-    try:
-        with np.load(path, allow_pickle=False) as stored:
-            return sorted(stored.files) == ["fingerprint", "lists"]
-    except (OSError, ValueError, EOFError):
-        return False
+    names = npz_names(path)
+    return names is not None and sorted(names) == ["fingerprint", "lists"]
 
 
 def check_lists_cache_path(path: str | Path) -> Path:

@@ -20,7 +20,7 @@ import numpy as np
 import sklearn
 from scipy import sparse
 
-from metricbert_trainer.evaluation.encoding import check_cache_file, write_npz_whole
+from metricbert_trainer.evaluation.encoding import check_cache_file, npz_names, write_npz_whole
 
 logger = logging.getLogger(__name__)
 
@@ -39,14 +39,14 @@ def tfidf_cache_beside(embedding_cache: str | Path) -> Path:
 
 def is_tfidf_cache(path: Path) -> bool:
     """Whether ``path`` is an .npz archive of TF-IDF matrices this module wrote."""
-    try:
-        with np.load(path, allow_pickle=False) as stored:
-            names = stored.files
-    except (OSError, ValueError, EOFError):
-        return False
-    return "fingerprint" in names and all(
-        name == "fingerprint" or (name.startswith("view:") and name.rsplit(":", 1)[-1] in CSR_PARTS)
-        for name in names
+    names = npz_names(path)
+    return (
+        names is not None
+        and "fingerprint" in names
+        and all(
+            name == "fingerprint" or (name.startswith("view:") and name.rsplit(":", 1)[-1] in CSR_PARTS)
+            for name in names
+        )
     )
 
 
