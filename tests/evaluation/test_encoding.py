@@ -67,11 +67,16 @@ def test_a_prepared_bf16_model_infers_at_the_sessions_precision_and_trains_on_in
     keeps the wrapper: an inference pass that calls the model (the tagger's evaluation) must run
     in fp32 on a CPU, as the saved model reloaded would, and leave the wrapper for training."""
     from accelerate import Accelerator
+    from accelerate.state import AcceleratorState
 
     plain = AutoModelForMaskedLM.from_pretrained(tiny_model_path).eval()
+    # accelerate keeps one state per process, and a training test run before this one in the same
+    # process fixed its precision: this test's bf16 Accelerator needs a state of its own.
+    AcceleratorState._reset_state(reset_partial_state=True)
     prepared = Accelerator(cpu=True, mixed_precision="bf16").prepare(
         AutoModelForMaskedLM.from_pretrained(tiny_model_path)
     )
+    AcceleratorState._reset_state(reset_partial_state=True)  # and leaves none behind for later tests
     inputs = AutoTokenizer.from_pretrained(tiny_model_path)(TEXTS, padding=True, return_tensors="pt")
     with torch.inference_mode():
         expected = plain(**inputs).logits
