@@ -61,7 +61,7 @@ def teacher_listings(spec: QualitySpec, candidate_counts: list[int], models_dir:
         teacher_candidate_lists,
         teacher_neighbour_lists,
     )
-    from metricbert_trainer.metricbert.token_tfidf import TokenTfidf
+    from metricbert_trainer.metricbert.token_tfidf import fitted_catalog_vectors
 
     options = {
         "tfidf_weight": MetricBertConfig.teacher_tfidf_weight,
@@ -74,11 +74,7 @@ def teacher_listings(spec: QualitySpec, candidate_counts: list[int], models_dir:
         vectors = start.item_vectors(catalog)
         encoder = [torch.from_numpy(vectors[field]) for field in catalog.fields]
         texts = {field: catalog.texts(field) for field in catalog.fields}
-        tfidf = TokenTfidf.fit(start.tokenizer, texts, max_length=start.max_length)
-        matrices = [
-            tfidf.catalog_vectors(field, start.tokenizer, column, start.max_length)
-            for field, column in texts.items()
-        ]
+        _, matrices = fitted_catalog_vectors(start.tokenizer, texts, start.max_length)
         started = time.perf_counter()
         exact = teacher_neighbour_lists(encoder, matrices, **options).numpy()
         rows.append(

@@ -8,6 +8,7 @@
     python benchmarks/million_items.py tfidf --items 1000000
     python benchmarks/million_items.py lengths --texts 500000 2000000
     python benchmarks/million_items.py recommend --items 1000000
+    python benchmarks/million_items.py start --items 100000
     python benchmarks/million_items.py neighbourhoods --items 10000 20000 40000
     python benchmarks/million_items.py neighbourhoods --items 130000 1000000 --indexes exact IVF1024,Flat
     python benchmarks/million_items.py shared-neighbours --items 5000 10000 20000
@@ -53,6 +54,15 @@ memory it adds.
 ``recommend``: ``metricbert recommend --cache`` as a user runs it at ``--items`` items, twice: the
 first call fits and lists what the caches keep, the second reads them back (an embedding cache of
 synthetic vectors is written first, under the real model's fingerprint).
+
+``start``: the catalog recipe (``recipes/train_catalog.py``) as a user launches it, stopped after
+two steps (``--max_steps 2``: one step's schedule would be all warm-up), on a catalog of ``--items`` wine texts drawn with replacement,
+with the lists a large catalog needs searched (``--teacher_shared_neighbour_candidates 200``, an
+``IVF1024,Flat`` index for the neighbourhoods): the wall time and peak memory of the whole command,
+and the share of it spent tokenizing whole catalogs (every call of the tokenizer from
+``lengths.catalog_token_ids``, counted in the run's own process) against tokenizing batches.
+Texts drawn with replacement repeat, so the guide cache encodes only the sample's distinct texts:
+the rows time what a catalog's size costs besides the encoding.
 
 ``neighbourhoods``: the recipes' batches of neighbourhoods (``batch_neighbourhood_size`` of
 ``recipes/catalog/minilm.yaml``) start with each item's nearest items under the frozen start
@@ -131,7 +141,8 @@ def synthetic_token_ids(texts: int, tokens: int, seed: int) -> list[list[int]]:
 
 def key_texts(method: str, texts: int, tokens: int) -> dict:
     """Files ``texts`` synthetic texts as the guide cache would, with one way of keying."""
-    from metricbert_trainer.metricbert.guide import KEYING_CHUNK, token_key
+    from metricbert_trainer.data.lengths import TOKENIZING_CHUNK
+    from metricbert_trainer.data.token_rows import token_key
 
     base = current_rss_gib()
     started = time.perf_counter()
@@ -141,8 +152,8 @@ def key_texts(method: str, texts: int, tokens: int) -> dict:
         rows = {tuple(ids): row for row, ids in enumerate(token_ids)}
         del token_ids
     else:  # the guide's keying: 128-bit digests, tokenized in chunks
-        for start in range(0, texts, KEYING_CHUNK):
-            chunk = synthetic_token_ids(min(KEYING_CHUNK, texts - start), tokens, seed=start)
+        for start in range(0, texts, TOKENIZING_CHUNK):
+            chunk = synthetic_token_ids(min(TOKENIZING_CHUNK, texts - start), tokens, seed=start)
             for row, ids in enumerate(chunk, start):
                 rows[token_key(ids)] = row
     seconds = time.perf_counter() - started
@@ -595,7 +606,7 @@ def shared_neighbours_row(items: int, neighbours: int, candidates: int = 0, reca
         teacher_distance_rows,
         teacher_neighbour_lists,
     )
-    from metricbert_trainer.metricbert.token_tfidf import TokenTfidf
+    from metricbert_trainer.metricbert.token_tfidf import fitted_catalog_vectors
 
     catalog, _, max_length = BENCHMARKS["wines"]
     frame = pd.read_csv(REPO_ROOT / catalog).sample(n=items, replace=True, random_state=0)
@@ -604,8 +615,7 @@ def shared_neighbours_row(items: int, neighbours: int, candidates: int = 0, reca
     views = clustered_views(items, 384)
     encoder = [torch.from_numpy(views[name]) for name in columns]
     started = time.perf_counter()
-    tfidf = TokenTfidf.fit(tokenizer, columns, max_length=max_length)
-    matrices = [tfidf.catalog_vectors(name, tokenizer, texts, max_length) for name, texts in columns.items()]
+    _, matrices = fitted_catalog_vectors(tokenizer, columns, max_length)
     fitted = time.perf_counter() - started
     options = {"tfidf_weight": MetricBertConfig.teacher_tfidf_weight, "neighbours": neighbours}
     started = time.perf_counter()
@@ -726,11 +736,22 @@ def run_rerank(arguments: argparse.Namespace) -> None:
     print_candidate_timings(rerank_row, arguments, DEFAULT_NEIGHBOURS, "vectors prepared", arguments.backend)
 
 
+def drawn_wine_catalog(items: int, path: Path) -> int:
+    """Writes a catalog of ``items`` wine sample items drawn with replacement (ids ``item-N``; rows
+    without both texts dropped) to ``path``; returns how many it holds."""
+    import pandas as pd
+
+    wines = pd.read_csv(REPO_ROOT / BENCHMARKS["wines"][0])
+    frame = wines.sample(n=items, replace=True, random_state=0)[["title", "description"]].dropna()
+    frame.insert(0, "id", [f"item-{index}" for index in range(len(frame))])
+    frame.to_csv(path, index=False)
+    return len(frame)
+
+
 def prepared_recommend_files(items: int, folder: Path) -> tuple[Path, Path]:
     """A catalog of ``items`` wine texts drawn with replacement and an embedding cache of it, as
     ``metricbert recommend --cache`` writes one for the default model, holding clustered synthetic
     vectors under the real fingerprint (encoding two million texts would take hours here)."""
-    import pandas as pd
     from transformers import AutoModel, AutoTokenizer
 
     from metricbert_trainer.base.modeling import DEFAULT_MODEL, resolve_model_name
@@ -738,12 +759,8 @@ def prepared_recommend_files(items: int, folder: Path) -> tuple[Path, Path]:
     from metricbert_trainer.evaluation.encoding import embedding_fingerprint, write_npz_whole
     from metricbert_trainer.evaluation.neighbours import METRIC_INF, catalog_views
 
-    wines = pd.read_csv(REPO_ROOT / BENCHMARKS["wines"][0])
-    frame = wines.sample(n=items, replace=True, random_state=0)[["title", "description"]]
-    frame = frame.dropna()
-    frame.insert(0, "id", [f"item-{index}" for index in range(len(frame))])
     catalog_path, cache_path = folder / f"catalog-{items}.csv", folder / f"embeddings-{items}.npz"
-    frame.to_csv(catalog_path, index=False)
+    drawn_wine_catalog(items, catalog_path)
     catalog = load_catalog(catalog_path)
     path = resolve_model_name(DEFAULT_MODEL)
     views = catalog_views(catalog, METRIC_INF)
@@ -787,6 +804,78 @@ def run_recommend(arguments: argparse.Namespace) -> None:
         peak = int(finished.stderr.strip().splitlines()[-1]) / 2**20
         print(f"| {arguments.items:,} | {call} | {seconds:.1f} | {peak:.2f} |", flush=True)
     print("\n" + finished.stdout)
+
+
+# Run in the training's own process: counts the tokenizer's calls by where they come from, then
+# runs the recipe script with the given arguments and prints the counts as the last line.
+START_BOOTSTRAP = """
+import json, runpy, sys, time, traceback
+from transformers import PreTrainedTokenizerBase
+spent = {"catalog": [0.0, 0], "batches": [0.0, 0]}
+tokenize = PreTrainedTokenizerBase.__call__
+def counted(self, text=None, *arguments, **keywords):
+    started = time.perf_counter()
+    encoded = tokenize(self, text, *arguments, **keywords)
+    names = {frame.name for frame in traceback.extract_stack(limit=8)}
+    kind = spent["catalog" if "catalog_token_ids" in names or "token_keys" in names else "batches"]
+    kind[0] += time.perf_counter() - started
+    kind[1] += len(text) if isinstance(text, list) else 1
+    return encoded
+PreTrainedTokenizerBase.__call__ = counted
+sys.argv = sys.argv[1:]
+try:
+    runpy.run_path(sys.argv[0], run_name="__main__")
+finally:
+    import metricbert_trainer
+    spent["library"] = metricbert_trainer.__path__[0]
+    print("TOKENIZED " + json.dumps(spent), flush=True)
+"""
+
+
+def run_start(arguments: argparse.Namespace) -> None:
+    """The catalog recipe to its second step at ``--items`` items, in a process of its own."""
+    import json
+    import shutil
+    import subprocess
+    import sys
+
+    OUTPUTS.mkdir(parents=True, exist_ok=True)
+    catalog = OUTPUTS / f"start-catalog-{arguments.items}.csv"
+    items = drawn_wine_catalog(arguments.items, catalog)
+    output_dir = OUTPUTS / f"start-{arguments.items}"
+    shutil.rmtree(output_dir, ignore_errors=True)
+    options = [
+        "--catalog", str(catalog), "--output_dir", str(output_dir), "--max_steps", "2",
+        "--save_strategy", "no", "--teacher_shared_neighbour_candidates", "200",
+        "--neighbourhood_index", "IVF1024,Flat", "--neighbourhood_search_parameters", "nprobe=16",
+    ]  # fmt: skip
+    command = [
+        sys.executable,
+        "-c",
+        START_BOOTSTRAP,
+        str(REPO_ROOT / "recipes" / "train_catalog.py"),
+        *options,
+    ]
+    print(f"`recipes/train_catalog.py {' '.join(options)}`\n")
+    started = time.perf_counter()
+    finished = subprocess.run(["/usr/bin/time", "-f", "%M", *command], capture_output=True, text=True)
+    seconds = time.perf_counter() - started
+    if finished.returncode != 0:
+        print(finished.stderr[-3000:])
+        raise SystemExit(f"the run failed ({finished.returncode})")
+    peak = int(finished.stderr.strip().splitlines()[-1]) / 2**20
+    line = next(line for line in finished.stdout.splitlines() if line.startswith("TOKENIZED "))
+    spent = json.loads(line.removeprefix("TOKENIZED "))
+    texts = 2 * items
+    print(
+        "| items | whole command (s) | peak RSS GiB | tokenizing the catalog (s) | catalog texts tokenized "
+        "| tokenizing batches (s) |\n|---:|---:|---:|---:|---:|---:|"
+    )
+    print(
+        f"| {items:,} | {seconds:.1f} | {peak:.2f} | {spent['catalog'][0]:.1f} "
+        f"| {spent['catalog'][1]:,} ({spent['catalog'][1] / texts:.1f} per text) | {spent['batches'][0]:.1f} |"
+    )
+    print(f"\nmetricbert_trainer from {spent['library']}")
 
 
 def print_candidate_timings(
@@ -910,6 +999,9 @@ def main() -> None:
     recommend.add_argument("--items", type=int, default=20_000)
     recommend.add_argument("--candidates", type=int, default=200, help="--shared-neighbour-candidates.")
     recommend.set_defaults(run=run_recommend)
+    start = commands.add_parser("start", help="The catalog recipe to its second step at --items items.")
+    start.add_argument("--items", type=int, default=100_000)
+    start.set_defaults(run=run_start)
     arguments = parser.parse_args()
     if arguments.command == "search":
         arguments.parameters = {

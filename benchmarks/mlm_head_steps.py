@@ -145,8 +145,7 @@ def main(argv: list[str] | None = None) -> None:
     with tempfile.TemporaryDirectory() as output_dir:
         trainer, probes, encoded, per_batch = encoded_states(arguments.catalog, output_dir)
     initial_head = copy.deepcopy(find_mlm_head(trainer.model).state_dict())
-    columns = [[str(text) for text in trainer.train_dataset[name]] for name in trainer.fields]
-    word_prior = word_piece_log_prior(trainer.processing_class, columns, trainer.args.max_length)
+    word_prior = word_piece_log_prior(trainer.processing_class, trainer.training_token_rows.values())
     with torch.no_grad():
         before = sum(float(head_loss(trainer.model, probe)) for probe in probes) / len(probes)
     tokens_per_batch = sum(len(labels) for _, labels in encoded) / len(encoded)

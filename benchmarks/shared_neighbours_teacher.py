@@ -29,7 +29,7 @@ from metricbert_trainer.evaluation.hybrid import standardised_rows
 from metricbert_trainer.evaluation.shared_neighbours import membership, overlap_rows
 from metricbert_trainer.metricbert.config import MetricBertConfig
 from metricbert_trainer.metricbert.shared_neighbours import teacher_distance_rows, teacher_neighbour_lists
-from metricbert_trainer.metricbert.token_tfidf import TokenTfidf
+from metricbert_trainer.metricbert.token_tfidf import fitted_catalog_vectors
 from metricbert_trainer.publishing.markdown import markdown_table
 from metricbert_trainer.scripts.quality_tables import (
     QualitySpec,
@@ -48,10 +48,7 @@ def view_rows(name: str, catalog, scorer, dev, tokenizer, options: argparse.Name
     seeds = np.asarray(dev.seeds)
     columns = {field: [str(text) for text in catalog.texts(field)] for field in catalog.fields}
     encoder = [torch.from_numpy(np.asarray(vectors)) for vectors in scorer.item_vectors(catalog).values()]
-    tfidf = TokenTfidf.fit(tokenizer, columns, max_length=scorer.max_length)
-    matrices = [
-        tfidf.catalog_vectors(field, tokenizer, texts, scorer.max_length) for field, texts in columns.items()
-    ]
+    _, matrices = fitted_catalog_vectors(tokenizer, columns, scorer.max_length)
     teacher = teacher_distance_rows(
         encoder, matrices, torch.from_numpy(seeds), tfidf_weight=TEACHER_TFIDF_WEIGHT
     ).numpy()

@@ -15,8 +15,10 @@ import logging
 import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
+from functools import cached_property
 from pathlib import Path
 
+import numpy as np
 import torch
 from transformers import AutoTokenizer, PreTrainedModel, Trainer, TrainingArguments, set_seed
 from transformers.trainer_utils import get_last_checkpoint
@@ -32,6 +34,7 @@ from metricbert_trainer.base.weight_ensembling import blend_with_start
 from metricbert_trainer.data.annotations import Annotations
 from metricbert_trainer.data.catalog import Catalog, degenerate_text_warnings
 from metricbert_trainer.data.lengths import resolve_max_length, token_lengths
+from metricbert_trainer.data.token_rows import TokenRows
 from metricbert_trainer.evaluation.evaluator import RankingEvaluator, describe_evaluator
 from metricbert_trainer.publishing.callbacks import PublishingCallback, default_publishing_callbacks
 from metricbert_trainer.publishing.model_card import CardMethod, ModelCardInfo, usage_examples
@@ -195,7 +198,10 @@ class CatalogTrainer(StagedCheckpoints, Trainer):
         if self.processing_class is None:
             return
         for name in self.fields:
-            truncated = int((token_lengths(self.processing_class, texts[name]) > self.args.max_length).sum())
+            # Only a text that fills max_length may have been cut: the others are counted whole.
+            filled = np.flatnonzero(self.training_token_rows[name].lengths == self.args.max_length)
+            whole = token_lengths(self.processing_class, [texts[name][row] for row in filled])
+            truncated = int((whole > self.args.max_length).sum())
             if truncated:
                 logger.warning(
                     "%d of %d %s texts are longer than max_length=%d tokens and are truncated.",
@@ -204,6 +210,15 @@ class CatalogTrainer(StagedCheckpoints, Trainer):
                     name,
                     self.args.max_length,
                 )
+
+    @cached_property
+    def training_token_rows(self) -> dict[str, TokenRows]:
+        """The training catalog's token ids per field, as the collator truncates them, tokenized
+        once for everything that reads them before the first step (``data.token_rows``)."""
+        return {
+            name: TokenRows.tokenize(self.processing_class, self.train_dataset[name][:], self.args.max_length)
+            for name in self.fields
+        }
 
     @classmethod
     def resolve_model_and_args(

@@ -46,6 +46,7 @@ def encode_texts(
     max_length: int = 128,
     show_progress: bool = False,
     across_processes: bool = False,
+    lengths: np.ndarray | None = None,
 ) -> np.ndarray:
     """Mean-pooled last-layer embeddings of ``texts`` as a float32 ``[N, hidden]`` array, in order.
 
@@ -58,13 +59,20 @@ def encode_texts(
     texts; each encodes an equal share (every P-th text by length, so shares cost the same and,
     under ZeRO-3 or FSDP, every process runs the same number of forwards) and all receive the
     whole result.
+
+    ``lengths``: each text's token count truncated at ``max_length``, where the caller already
+    holds them (``TokenRows``); counted here otherwise. They order the texts longest first.
     """
     texts = list(texts)
     if not texts:
         return np.zeros((0, model.config.hidden_size), dtype=np.float32)
     if batch_size < 1:
         raise ValueError(f"batch_size must be at least 1; got {batch_size}.")
-    order = longest_first(tokenizer, texts, max_length)
+    order = (
+        longest_first(tokenizer, texts, max_length)
+        if lengths is None
+        else np.argsort(-np.asarray(lengths), kind="stable")
+    )
     processes = world_size() if across_processes else 1
     embeddings = np.empty((len(texts), model.config.hidden_size), dtype=np.float32)
     if processes == 1:

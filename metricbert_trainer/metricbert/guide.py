@@ -18,8 +18,7 @@ Because the guide never changes, the vector of a text is the same every time it 
 
 from __future__ import annotations
 
-import hashlib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 
 import numpy as np
@@ -30,37 +29,19 @@ from metricbert_trainer.base.collator import field_inputs, unmasked
 from metricbert_trainer.base.distances import Distance, paired_distance, pairwise_distance
 from metricbert_trainer.base.modeling import whole_copy
 from metricbert_trainer.base.pooling import mean_pool
+from metricbert_trainer.data.token_rows import token_key
 from metricbert_trainer.evaluation.encoding import encode_texts
-
-# Texts tokenized at a time while the cache files its vectors: token ids held as Python lists cost
-# about 36 bytes each, so a million long items tokenized at once would hold ~10 GB.
-KEYING_CHUNK = 4096
-
-
-def token_key(token_ids: Sequence[int] | torch.Tensor) -> bytes:
-    """What a cached guide vector is filed under: a 128-bit digest of the text's token ids without
-    padding. A tuple of the ids was ~36 bytes per token, more than the vectors themselves for long
-    texts (``benchmarks/million_items.py``); a collision among 2e6 texts has odds below 1e-26."""
-    ids = np.asarray(token_ids, dtype=np.int64)
-    return hashlib.blake2b(ids.tobytes(), digest_size=16).digest()
 
 
 def batch_token_keys(inputs: dict[str, torch.Tensor]) -> list[bytes]:
     """Each row's ``token_key`` over its attended tokens: how a padded batch of unmasked inputs
-    finds its texts among the keys ``token_keys`` filed."""
+    finds its texts among the keys of the catalog's ``TokenRows``."""
     # In NumPy, not torch: a torch row, its mask and its selection are a dozen dispatched operators
     # per text, more operators a step than all the recipe's own loss terms, and a GPU step is bound
     # by its host's work (benchmarks/RESULTS.md).
     token_ids = inputs["input_ids"].cpu().numpy()
     attended = inputs["attention_mask"].cpu().numpy().astype(bool)
     return [token_key(ids[mask]) for ids, mask in zip(token_ids, attended, strict=True)]
-
-
-def token_keys(tokenizer: PreTrainedTokenizerBase, texts: Sequence[str], max_length: int) -> Iterator[bytes]:
-    """Each text's ``token_key`` as the collator tokenizes it, ``KEYING_CHUNK`` texts at a time."""
-    for start in range(0, len(texts), KEYING_CHUNK):
-        chunk = tokenizer(list(texts[start : start + KEYING_CHUNK]), truncation=True, max_length=max_length)
-        yield from (token_key(ids) for ids in chunk["input_ids"])
 
 
 class StartingModelGuide:
@@ -82,6 +63,8 @@ class StartingModelGuide:
         tokenizer: PreTrainedTokenizerBase,
         texts: Sequence[str],
         *,
+        keys: Sequence[bytes],
+        lengths: np.ndarray,
         max_length: int,
         device: torch.device,
         autocast: Callable[[], AbstractContextManager],
@@ -89,27 +72,33 @@ class StartingModelGuide:
         show_progress: bool = False,
     ) -> None:
         """Encodes ``texts`` (every field of the training catalog) once, for ``embed`` to look up;
-        ``show_progress`` draws a progress bar (a minute or more on a CPU).
+        ``keys`` and ``lengths`` are each text's ``token_key`` and token count as the collator
+        tokenizes it (``max_length``, truncated: ``TokenRows``); ``show_progress`` draws a progress
+        bar (a minute or more on a CPU).
 
-        The texts are tokenized as the collator does (``max_length``, truncated) and encoded under
-        the run's ``autocast``, so a looked-up vector is the one the guide's forward would give
-        up to rounding. In a distributed run every process calls this with the same texts and
-        encodes a share of them. The vectors stay on the CPU: a catalog of a million items costs
-        ``2e6 x hidden`` floats of host memory, not accelerator memory.
+        Texts with the same tokens are encoded once, longest first, under the run's ``autocast``,
+        so a looked-up vector is the one the guide's forward would give up to rounding. In a
+        distributed run every process calls this with the same texts and encodes a share of
+        them. The vectors stay on the CPU: a catalog of a million items costs ``2e6 x hidden``
+        floats of host memory, not accelerator memory.
         """
-        unique = list(dict.fromkeys(texts))
+        first_rows = {}
+        for row, key in enumerate(keys):
+            first_rows.setdefault(key, row)
+        rows = list(first_rows.values())
         self._move_to(device)
         with autocast():
             vectors = encode_texts(
                 self.encoder,
                 tokenizer,
-                unique,
+                [texts[row] for row in rows],
                 batch_size=batch_size,
                 max_length=max_length,
                 show_progress=show_progress,
                 across_processes=True,
+                lengths=np.asarray(lengths)[rows],
             )
-        self._cached_rows = {key: row for row, key in enumerate(token_keys(tokenizer, unique, max_length))}
+        self._cached_rows = {key: row for row, key in enumerate(first_rows)}
         self._cached_vectors = torch.from_numpy(vectors)
 
     @property
@@ -117,14 +106,12 @@ class StartingModelGuide:
         """How many distinct texts ``cache_embeddings`` stored (0 without a cache)."""
         return len(self._cached_rows)
 
-    def cached_vectors(
-        self, tokenizer: PreTrainedTokenizerBase, texts: Sequence[str], *, max_length: int
-    ) -> torch.Tensor:
-        """[len(texts), H]: the cached vectors of ``texts``, every one cached by ``cache_embeddings``."""
+    def cached_vectors(self, keys: Sequence[bytes]) -> torch.Tensor:
+        """[len(keys), H]: the cached vectors of the texts with these ``token_key``s, every one
+        cached by ``cache_embeddings``."""
         if self._cached_vectors is None:
             raise ValueError("The guide holds no cache: call cache_embeddings first.")
-        rows = [self._cached_rows[key] for key in token_keys(tokenizer, texts, max_length)]
-        return self._cached_vectors[rows]
+        return self._cached_vectors[[self._cached_rows[key] for key in keys]]
 
     @torch.no_grad()
     def embed(self, batch: dict[str, torch.Tensor], fields: tuple[str, ...]) -> torch.Tensor:

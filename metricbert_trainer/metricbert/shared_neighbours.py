@@ -29,12 +29,11 @@ from collections.abc import Sequence
 
 import torch
 from scipy import sparse
-from transformers import PreTrainedTokenizerBase
 
 from metricbert_trainer.base.collator import field_inputs, unmasked
 from metricbert_trainer.base.distances import Distance, pairwise_distance
 from metricbert_trainer.evaluation.candidate_lists import fused_candidate_lists
-from metricbert_trainer.metricbert.guide import batch_token_keys, token_keys
+from metricbert_trainer.metricbert.guide import batch_token_keys
 from metricbert_trainer.metricbert.losses.teacher import standardised_rows
 
 # Items compared with the whole catalog at a time while the lists are built.
@@ -121,23 +120,18 @@ class SharedNeighbours:
     """The catalog's neighbour lists, and the batch items' shared-neighbour overlaps (``overlaps``).
 
     Batches carry token ids, not catalog rows, so each item is found by the token keys of its two
-    fields (``guide.token_key``): a title and a description together name one item.
+    fields (``token_rows.token_key``): a title and a description together name one item.
     """
 
-    def __init__(
-        self,
-        lists: torch.Tensor,
-        tokenizer: PreTrainedTokenizerBase,
-        field_texts: Sequence[Sequence[str]],
-        max_length: int,
-    ) -> None:
-        if len(field_texts) != 2:
+    def __init__(self, lists: torch.Tensor, field_keys: Sequence[Sequence[bytes]]) -> None:
+        """``field_keys``: the ``token_key`` of each catalog item's title and of its description
+        (``TokenRows.keys`` of each field), row for row with ``lists``."""
+        if len(field_keys) != 2:
             raise ValueError(
                 "Shared neighbours find a batch's items by their title and description: two fields."
             )
         self.lists = lists
-        keys = zip(*(token_keys(tokenizer, texts, max_length) for texts in field_texts), strict=True)
-        self._rows = {pair: row for row, pair in enumerate(keys)}
+        self._rows = {pair: row for row, pair in enumerate(zip(*field_keys, strict=True))}
 
     def batch_rows(self, batch: dict[str, torch.Tensor], fields: tuple[str, ...]) -> torch.Tensor:
         """The catalog row of each item of ``batch`` (its unmasked title and description)."""

@@ -9,7 +9,7 @@ width and architecture.
 
 It never changes, so every text of the catalog is encoded once before training and the batches
 look their vectors up, as the guide's cache does: by the digest of the *student's* token ids
-(``guide.token_key``), which is what a batch carries. A cache file keeps the vectors between runs
+(``token_rows.token_key``), which is what a batch carries. A cache file keeps the vectors between runs
 (several training seeds of one catalog encode it once), filed by each text's digest under a
 fingerprint of the encoder and its ``max_length``, so a subset or a superset of its texts reuses it.
 """
@@ -27,8 +27,9 @@ from transformers import AutoModel, AutoTokenizer, PreTrainedTokenizerBase
 
 from metricbert_trainer.base.collator import field_inputs, unmasked
 from metricbert_trainer.base.distributed import world_size
+from metricbert_trainer.data.token_rows import TokenRows
 from metricbert_trainer.evaluation.encoding import embedding_fingerprint, encode_texts, write_npz_whole
-from metricbert_trainer.metricbert.guide import batch_token_keys, token_keys
+from metricbert_trainer.metricbert.guide import batch_token_keys
 
 logger = logging.getLogger(__name__)
 
@@ -102,7 +103,9 @@ class TeacherEncoder:
             len(missing),
         )
         vectors = np.stack([stored[text_digest(text)] for text in unique])
-        self._rows = {key: row for row, key in enumerate(token_keys(student_tokenizer, unique, max_length))}
+        self._rows = {
+            key: row for row, key in enumerate(TokenRows.tokenize(student_tokenizer, unique, max_length).keys)
+        }
         self._vectors = torch.from_numpy(vectors)
 
     def vectors(self, batch: dict[str, torch.Tensor], fields: tuple[str, ...]) -> torch.Tensor:

@@ -11,7 +11,7 @@ special tokens ([CLS], [SEP], padding) are not counted.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import torch
@@ -19,7 +19,7 @@ from scipy import sparse
 from sklearn.preprocessing import normalize
 from transformers import PreTrainedTokenizerBase
 
-from metricbert_trainer.data.lengths import catalog_token_ids
+from metricbert_trainer.data.token_rows import TokenRows
 
 
 class TokenTfidf:
@@ -34,21 +34,16 @@ class TokenTfidf:
         self.ignored_ids = torch.tensor(sorted(set(ignored_ids)), dtype=torch.long)
 
     @classmethod
-    def fit(
-        cls, tokenizer: PreTrainedTokenizerBase, texts: dict[str, Sequence[str]], max_length: int
-    ) -> TokenTfidf:
-        """Counts, per field, in how many of ``texts[field]`` each word piece occurs, as the
-        training collator truncates them (``max_length``)."""
-        vocabulary = len(tokenizer)
-        ignored = list(tokenizer.all_special_ids)
+    def fit(cls, counts: Mapping[str, sparse.csr_matrix], ignored_ids: Sequence[int]) -> TokenTfidf:
+        """Per field, in how many texts each word piece occurs: ``counts[field]`` is
+        ``TokenRows.counts`` of the field's texts as the training collator truncates them."""
         idf = {}
-        for name, field_texts in texts.items():
-            counts = token_counts(tokenizer, field_texts, max_length, vocabulary)
-            frequency = torch.from_numpy(np.bincount(counts.indices, minlength=vocabulary).astype(np.float64))
-            frequency[ignored] = 0
-            documents = len(field_texts)
-            idf[name] = (torch.log((1 + documents) / (1 + frequency)) + 1).float()
-        return cls(idf, ignored)
+        for name, field_counts in counts.items():
+            documents, vocabulary = field_counts.shape
+            frequency = np.bincount(field_counts.indices, minlength=vocabulary).astype(np.float64)
+            frequency[list(ignored_ids)] = 0
+            idf[name] = (torch.log((1 + documents) / (1 + torch.from_numpy(frequency))) + 1).float()
+        return cls(idf, ignored_ids)
 
     def vectors(self, field: str, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         """``[batch, vocabulary]`` unit-length TF-IDF vectors of one field's (unmasked) inputs."""
@@ -59,38 +54,28 @@ class TokenTfidf:
         weighted = counts * idf
         return weighted / weighted.norm(dim=1, keepdim=True).clamp_min(1e-12)
 
-    def catalog_vectors(
-        self, field: str, tokenizer: PreTrainedTokenizerBase, texts: Sequence[str], max_length: int
-    ) -> sparse.csr_matrix:
-        """``[N, vocabulary]`` sparse unit-length vectors of a whole catalog's texts of one field,
-        row for row what ``vectors`` gives a batch of them (the same truncation, weights and
-        ignored ids): dense rows of the vocabulary's width would not fit for a large catalog."""
+    def catalog_vectors(self, field: str, counts: sparse.csr_matrix) -> sparse.csr_matrix:
+        """``[N, vocabulary]`` sparse unit-length vectors of a whole catalog's texts of one field
+        from their ``TokenRows.counts``, row for row what ``vectors`` gives a batch of them (the
+        same truncation, weights and ignored ids): dense rows of the vocabulary's width would not
+        fit for a large catalog."""
         idf = self.idf[field].numpy().copy()
         idf[self.ignored_ids.numpy()] = 0  # special tokens carry no weight
-        counts = token_counts(tokenizer, texts, max_length, len(idf))
         # A repeated word piece weighs its count times its idf.
         matrix = sparse.csr_matrix(counts.multiply(idf[None, :]), dtype=np.float32)
         matrix.eliminate_zeros()
         return normalize(matrix)
 
 
-def token_counts(
-    tokenizer: PreTrainedTokenizerBase, texts: Sequence[str], max_length: int, vocabulary: int
-) -> sparse.csr_matrix:
-    """``[N, vocabulary]`` counts of each text's word pieces (special tokens included), as the
-    collators truncate them. Built from flat int32 arrays: Python lists of every token of a million
-    descriptions held several GiB, and a torch call per text cost seconds per 100,000 texts."""
-    lengths = np.empty(len(texts), dtype=np.int64)
-
-    def flat_ids() -> Iterator[int]:
-        for row, ids in enumerate(catalog_token_ids(tokenizer, texts, max_length)):
-            lengths[row] = len(ids)
-            yield from ids
-
-    columns = np.fromiter(flat_ids(), dtype=np.int32)
-    rows = np.repeat(np.arange(len(texts), dtype=np.int32), lengths)
-    counts = sparse.csr_matrix(
-        (np.ones(len(columns), dtype=np.float32), (rows, columns)), shape=(len(texts), vocabulary)
-    )
-    counts.sum_duplicates()
-    return counts
+def fitted_catalog_vectors(
+    tokenizer: PreTrainedTokenizerBase, columns: Mapping[str, Sequence[str]], max_length: int
+) -> tuple[TokenTfidf, list[sparse.csr_matrix]]:
+    """The teacher's TF-IDF fitted on a catalog's ``columns`` (texts per field) and each field's
+    ``catalog_vectors``, the texts tokenized once: what a training run lists its shared neighbours
+    with, for measuring the lists outside one (``benchmarks/``)."""
+    counts = {
+        name: TokenRows.tokenize(tokenizer, texts, max_length).counts(len(tokenizer))
+        for name, texts in columns.items()
+    }
+    tfidf = TokenTfidf.fit(counts, tokenizer.all_special_ids)
+    return tfidf, [tfidf.catalog_vectors(name, field_counts) for name, field_counts in counts.items()]

@@ -6,7 +6,9 @@ import dataclasses
 import logging
 import time
 
+import numpy as np
 import torch
+from scipy import sparse
 from torch.utils.data import DataLoader
 from transformers import PreTrainedModel
 
@@ -352,11 +354,10 @@ class MetricBertTrainer(CatalogTrainer):
             return None
         encoder = self._guide_catalog_vectors()
         started = time.perf_counter()
-        tokenizer, max_length = self.processing_class, self.args.max_length
-        texts = [self._field_texts(name) for name in self.fields]
+        tokens = self.training_token_rows
+        vocabulary = len(self.processing_class)
         tfidf = [
-            self.token_tfidf.catalog_vectors(name, tokenizer, column, max_length)
-            for name, column in zip(self.fields, texts, strict=True)
+            self.token_tfidf.catalog_vectors(name, tokens[name].counts(vocabulary)) for name in self.fields
         ]
         options = {
             "tfidf_weight": self.args.teacher_tfidf_weight,
@@ -383,19 +384,14 @@ class MetricBertTrainer(CatalogTrainer):
             *lists.shape[::-1],
             time.perf_counter() - started,
         )
-        return SharedNeighbours(lists, tokenizer, texts, max_length)
+        return SharedNeighbours(lists, [tokens[name].keys for name in self.fields])
 
     def _guide_catalog_vectors(self) -> list[torch.Tensor]:
         """The frozen start's vectors of every catalog text, ``[N, H]`` per field, from the guide's
         cache (filled first if the run has not filled it)."""
         if not self.guide.cached_texts:
             self._cache_guide_embeddings()
-        return [
-            self.guide.cached_vectors(
-                self.processing_class, self._field_texts(name), max_length=self.args.max_length
-            )
-            for name in self.fields
-        ]
+        return [self.guide.cached_vectors(self.training_token_rows[name].keys) for name in self.fields]
 
     def _warm_up_mlm_head(self) -> MlmHeadWarmup:
         """``mlm_warmup.warm_up_mlm_head`` with the run's settings; its time includes counting the
@@ -403,8 +399,8 @@ class MetricBertTrainer(CatalogTrainer):
         started = time.perf_counter()
         word_prior = None
         if self.args.mlm_head_warmup_word_prior:
-            columns = [self._field_texts(name) for name in self.fields]
-            word_prior = word_piece_log_prior(self.processing_class, columns, self.args.max_length)
+            columns = [self.training_token_rows[name] for name in self.fields]
+            word_prior = word_piece_log_prior(self.processing_class, columns)
             logger.info(
                 "MLM-head warm-up: word prior counted over %d texts in %.1f s.",
                 sum(map(len, columns)),
@@ -454,11 +450,14 @@ class MetricBertTrainer(CatalogTrainer):
 
     def _cache_guide_embeddings(self) -> None:
         texts = [text for name in self.fields for text in self._field_texts(name)]
+        tokens = [self.training_token_rows[name] for name in self.fields]
         logger.info("Caching the guide's vectors of %d texts (guide_embedding_cache).", len(texts))
         started = time.perf_counter()
         self.guide.cache_embeddings(
             self.processing_class,
             texts,
+            keys=[key for rows in tokens for key in rows.keys],
+            lengths=np.concatenate([rows.lengths for rows in tokens]),
             max_length=self.args.max_length,
             device=self.args.device,
             autocast=self.accelerator.autocast,
@@ -507,13 +506,11 @@ class MetricBertTrainer(CatalogTrainer):
     def _fit_token_tfidf(self) -> TokenTfidf:
         """The teacher's document frequencies, per batch slot: a two-field catalog's own fields,
         else every field's texts for both slots (each slot's pair is drawn from any field)."""
-        columns = {name: self._field_texts(name) for name in self.fields}
-        if tuple(self.fields) == tuple(self.batch_fields):
-            texts = columns
-        else:
-            every = [text for column in columns.values() for text in column]
-            texts = dict.fromkeys(self.batch_fields, every)
-        return TokenTfidf.fit(self.processing_class, texts, max_length=self.args.max_length)
+        vocabulary = len(self.processing_class)
+        counts = {name: rows.counts(vocabulary) for name, rows in self.training_token_rows.items()}
+        if tuple(self.fields) != tuple(self.batch_fields):
+            counts = dict.fromkeys(self.batch_fields, sparse.vstack(list(counts.values()), format="csr"))
+        return TokenTfidf.fit(counts, self.processing_class.all_special_ids)
 
     def _warmup_loader(self) -> DataLoader:
         """This process's shard of the catalog, shuffled by the run's seed, collated like training."""

@@ -13,29 +13,28 @@ warm-up").
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 
+import numpy as np
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from metricbert_trainer.data.lengths import catalog_token_ids
+from metricbert_trainer.data.token_rows import TokenRows
 
 # Added to every word piece's count, so that one the catalog never uses keeps a finite logit.
 SMOOTHING = 0.1
 
 
-def word_piece_log_prior(
-    tokenizer: PreTrainedTokenizerBase, columns: Iterable[Sequence[str]], max_length: int
-) -> torch.Tensor:
-    """``[vocabulary]`` log-frequencies of the word pieces in ``columns`` (one sequence of texts per
-    field), truncated as the collators truncate them, special tokens left out (MLM never masks
-    them), centred on their mean (a softmax ignores a shift)."""
-    counts = torch.zeros(len(tokenizer), dtype=torch.float64)
-    for texts in columns:
-        for ids in catalog_token_ids(tokenizer, texts, max_length):
-            counts += torch.bincount(torch.tensor(ids, dtype=torch.long), minlength=len(counts)).double()
+def word_piece_log_prior(tokenizer: PreTrainedTokenizerBase, columns: Iterable[TokenRows]) -> torch.Tensor:
+    """``[vocabulary]`` log-frequencies of the word pieces in ``columns`` (each field's texts as the
+    collators truncate them), special tokens left out (MLM never masks them), centred on their
+    mean (a softmax ignores a shift)."""
+    counts = np.zeros(len(tokenizer), dtype=np.float64)
+    for rows in columns:
+        counts += np.bincount(rows.ids, minlength=len(counts))
     counts[list(tokenizer.all_special_ids)] = 0
-    log_prior = torch.log((counts + SMOOTHING) / (counts.sum() + SMOOTHING * len(counts)))
+    prior = torch.from_numpy(counts)
+    log_prior = torch.log((prior + SMOOTHING) / (prior.sum() + SMOOTHING * len(prior)))
     return (log_prior - log_prior.mean()).float()
 
 

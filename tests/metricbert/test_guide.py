@@ -6,7 +6,8 @@ import torch
 
 from metricbert_trainer.base.modeling import load_masked_lm
 from metricbert_trainer.base.pooling import mean_pool
-from metricbert_trainer.metricbert import guide as guide_module
+from metricbert_trainer.data import lengths as lengths_module
+from metricbert_trainer.data.token_rows import TokenRows
 from metricbert_trainer.metricbert.collator import MetricBertCollator
 from metricbert_trainer.metricbert.guide import StartingModelGuide
 
@@ -79,14 +80,14 @@ def test_a_loss_holding_the_guide_never_mines_what_the_guide_ranks_above_the_pos
         TripletLoss(false_negative_margin=0.05)
 
 
-@pytest.mark.parametrize("keying_chunk", [guide_module.KEYING_CHUNK, 1])
+@pytest.mark.parametrize("tokenizing_chunk", [lengths_module.TOKENIZING_CHUNK, 1])
 def test_cached_vectors_equal_the_guides_forward_and_unseen_texts_are_encoded(
-    tiny_model_path, tokenizer, monkeypatch, keying_chunk
+    tiny_model_path, tokenizer, monkeypatch, tokenizing_chunk
 ):
     """The cache files a text under its token ids after truncation, so a masked batch, a text cut
     at max_length and a batch mixing cached and unseen texts all get the forward's vectors; texts
-    keyed in several chunks land on their own rows."""
-    monkeypatch.setattr(guide_module, "KEYING_CHUNK", keying_chunk)
+    tokenized in several chunks land on their own rows."""
+    monkeypatch.setattr(lengths_module, "TOKENIZING_CHUNK", tokenizing_chunk)
     model = load_masked_lm(tiny_model_path)
     items = [
         {"title": "Pinot Gris", "description": "Tart and snappy, with lime and a saline finish. " * 3},
@@ -100,9 +101,12 @@ def test_cached_vectors_equal_the_guides_forward_and_unseen_texts_are_encoded(
 
     cached = StartingModelGuide(model)
     texts = [item[name] for item in items[:2] for name in fields]  # the third item is not cached
+    tokens = TokenRows.tokenize(tokenizer, texts + texts[:1], max_length=12)
     cached.cache_embeddings(
         tokenizer,
         texts + texts[:1],
+        keys=tokens.keys,
+        lengths=tokens.lengths,
         max_length=12,
         device=torch.device("cpu"),
         autocast=contextlib.nullcontext,

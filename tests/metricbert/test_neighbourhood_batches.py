@@ -7,6 +7,7 @@ import torch
 from conftest import tiny_metricbert_trainer
 
 from metricbert_trainer.data.catalog import load_catalog
+from metricbert_trainer.data.token_rows import TokenRows
 from metricbert_trainer.metricbert.config import MetricBertConfig
 from metricbert_trainer.metricbert.neighbourhood_batches import (
     NeighbourhoodSampler,
@@ -132,7 +133,7 @@ def test_training_draws_its_batches_from_neighbourhoods_of_the_starting_model(
     assert sampler.epoch == 1  # the loop tells the sampler each epoch, so each draws its own groups
     vectors = item_vectors(
         [
-            trainer.guide.cached_vectors(tokenizer, items[name], max_length=64)
+            trainer.guide.cached_vectors(TokenRows.tokenize(tokenizer, items[name], max_length=64).keys)
             for name in ("title", "description")
         ]
     )

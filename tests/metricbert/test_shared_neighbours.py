@@ -11,6 +11,7 @@ from conftest import tiny_metricbert_trainer
 
 from metricbert_trainer.base.distances import Distance, pairwise_distance
 from metricbert_trainer.data.catalog import load_catalog
+from metricbert_trainer.data.token_rows import TokenRows
 from metricbert_trainer.evaluation.hybrid import standardised_rows
 from metricbert_trainer.metricbert import shared_neighbours as module
 from metricbert_trainer.metricbert.collator import MetricBertCollator
@@ -39,18 +40,24 @@ def columns(wine_items) -> list[list[str]]:
 
 
 @pytest.fixture(scope="module")
-def token_tfidf(tokenizer, columns) -> TokenTfidf:
-    return TokenTfidf.fit(tokenizer, dict(zip(FIELDS, columns, strict=True)), max_length=MAX_LENGTH)
+def token_rows(tokenizer, columns) -> list[TokenRows]:
+    return [TokenRows.tokenize(tokenizer, column, MAX_LENGTH) for column in columns]
+
+
+@pytest.fixture(scope="module")
+def token_tfidf(tokenizer, token_rows) -> TokenTfidf:
+    counts = {name: rows.counts(len(tokenizer)) for name, rows in zip(FIELDS, token_rows, strict=True)}
+    return TokenTfidf.fit(counts, tokenizer.all_special_ids)
 
 
 def test_the_lists_are_the_teachers_nearest_items_over_the_whole_catalog(
-    tokenizer, columns, token_tfidf, monkeypatch
+    tokenizer, columns, token_rows, token_tfidf, monkeypatch
 ):
     generator = torch.Generator().manual_seed(0)
     encoder = [torch.randn(len(columns[0]), 16, generator=generator) for _ in FIELDS]
     tfidf = [
-        token_tfidf.catalog_vectors(name, tokenizer, column, MAX_LENGTH)
-        for name, column in zip(FIELDS, columns, strict=True)
+        token_tfidf.catalog_vectors(name, rows.counts(len(tokenizer)))
+        for name, rows in zip(FIELDS, token_rows, strict=True)
     ]
     # The reference: the whole [N, N] fusion at once, in NumPy, as the hybrid ranking fuses.
     everyone = np.arange(len(columns[0]))
@@ -82,11 +89,11 @@ def test_the_lists_are_the_teachers_nearest_items_over_the_whole_catalog(
     assert 0.7 < recall < 1.0
 
 
-def test_a_masked_batch_finds_its_items_and_their_overlaps(tokenizer, wine_items, columns):
+def test_a_masked_batch_finds_its_items_and_their_overlaps(tokenizer, wine_items, token_rows):
     # Six distinct other items per item, drawn at random.
     draws = [torch.randperm(40, generator=torch.Generator().manual_seed(i)).tolist() for i in range(40)]
     lists = torch.tensor([[other for other in draw if other != item][:6] for item, draw in enumerate(draws)])
-    neighbours = SharedNeighbours(lists, tokenizer, columns, MAX_LENGTH)
+    neighbours = SharedNeighbours(lists, [rows.keys for rows in token_rows])
     collator = MetricBertCollator(
         tokenizer, fields=FIELDS, max_length=MAX_LENGTH, mlm_probability=0.3, seed=0
     )

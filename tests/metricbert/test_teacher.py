@@ -11,6 +11,7 @@ from sklearn.feature_extraction.text import TfidfVectorizer
 
 from metricbert_trainer.base.modeling import load_masked_lm
 from metricbert_trainer.data.catalog import load_catalog
+from metricbert_trainer.data.token_rows import TokenRows
 from metricbert_trainer.metricbert.config import MetricBertConfig
 from metricbert_trainer.metricbert.losses.teacher import hybrid_teacher_distillation, item_distances
 from metricbert_trainer.metricbert.token_tfidf import TokenTfidf
@@ -24,7 +25,8 @@ def wine_items(wines_csv):
 
 def test_word_piece_tfidf_is_scikit_learns_over_the_token_ids(tokenizer, wine_items):
     texts = [str(text) for text in wine_items["description"]]
-    tfidf = TokenTfidf.fit(tokenizer, {"description": texts}, max_length=64)
+    counts = TokenRows.tokenize(tokenizer, texts, max_length=64).counts(len(tokenizer))
+    tfidf = TokenTfidf.fit({"description": counts}, tokenizer.all_special_ids)
     encoded = tokenizer(texts[:8], truncation=True, max_length=64, padding=True, return_tensors="pt")
     ours = tfidf.vectors("description", encoded["input_ids"], encoded["attention_mask"]).numpy()
 
@@ -43,8 +45,13 @@ def test_word_piece_tfidf_is_scikit_learns_over_the_token_ids(tokenizer, wine_it
 
 def test_a_catalogs_sparse_rows_are_the_vectors_a_batch_of_the_same_texts_gets(tokenizer, wine_items):
     texts = [str(text) for text in wine_items["description"]]
-    tfidf = TokenTfidf.fit(tokenizer, {"description": texts}, max_length=48)
-    matrix = tfidf.catalog_vectors("description", tokenizer, texts[:12], max_length=48)
+    tfidf = TokenTfidf.fit(
+        {"description": TokenRows.tokenize(tokenizer, texts, 48).counts(len(tokenizer))},
+        tokenizer.all_special_ids,
+    )
+    matrix = tfidf.catalog_vectors(
+        "description", TokenRows.tokenize(tokenizer, texts[:12], 48).counts(len(tokenizer))
+    )
     batch = tokenizer(texts[:12], truncation=True, max_length=48, padding=True, return_tensors="pt")
     expected = tfidf.vectors("description", batch["input_ids"], batch["attention_mask"])
     np.testing.assert_allclose(matrix.toarray(), expected.numpy(), atol=1e-6)

@@ -456,8 +456,11 @@ def test_texts_longer_than_max_length_are_truncated_and_counted(
 ):
     caplog.set_level("WARNING", logger="metricbert_trainer")
     long_description = " ".join(["tannic"] * 300)
+    filling = " ".join(["wine"] * 62)  # 64 tokens with [CLS] and [SEP]: fills max_length, is not cut
     items = wine_items.select(range(8)).map(
-        lambda item, index: {"description": long_description if index < 3 else item["description"]},
+        lambda item, index: {
+            "description": long_description if index < 3 else filling if index == 3 else item["description"]
+        },
         with_indices=True,
     )
     trainer = MetricBertTrainer(
@@ -467,6 +470,7 @@ def test_texts_longer_than_max_length_are_truncated_and_counted(
         processing_class=tokenizer,
     )
     assert "3 of 8 description texts are longer than max_length=64 tokens and are truncated" in caplog.text
+    assert list(trainer.training_token_rows["description"].lengths[:4]) == [64] * 4
     batch = trainer.data_collator(list(items))
     assert batch["description_input_ids"].shape == (8, 64)
 

@@ -7,13 +7,14 @@ import torch
 
 from metricbert_trainer.base.modeling import find_mlm_head, load_masked_lm
 from metricbert_trainer.data.catalog import load_catalog
+from metricbert_trainer.data.token_rows import TokenRows
 from metricbert_trainer.metricbert.word_prior import SMOOTHING, set_output_bias, word_piece_log_prior
 
 
 def test_prior_is_the_log_frequency_of_the_truncated_word_pieces_without_special_tokens(tokenizer, wines_csv):
     items = load_catalog(wines_csv).dataset.select(range(40))
     columns = [list(items["title"]), list(items["description"])]
-    prior = word_piece_log_prior(tokenizer, columns, max_length=16)
+    prior = word_piece_log_prior(tokenizer, [TokenRows.tokenize(tokenizer, texts, 16) for texts in columns])
 
     counts = Counter()
     for texts in columns:
@@ -44,7 +45,7 @@ def test_prior_is_the_log_frequency_of_the_truncated_word_pieces_without_special
 def test_the_prior_becomes_the_heads_output_bias(tiny_model_path, tokenizer, wines_csv):
     model = load_masked_lm(tiny_model_path)
     items = load_catalog(wines_csv).dataset.select(range(40))
-    prior = word_piece_log_prior(tokenizer, [list(items["title"])], max_length=32)
+    prior = word_piece_log_prior(tokenizer, [TokenRows.tokenize(tokenizer, items["title"], 32)])
     set_output_bias(model, prior)
     # The bias the decoder adds, and the head's own parameter it is tied to.
     assert torch.equal(model.get_output_embeddings().bias.detach(), prior)

@@ -21,6 +21,7 @@ import torch
 from transformers import AutoTokenizer, BertForMaskedLM
 
 from metricbert_trainer.data.catalog import load_catalog
+from metricbert_trainer.data.token_rows import TokenRows
 from metricbert_trainer.metricbert.collator import MetricBertCollator
 from metricbert_trainer.metricbert.config import MetricBertConfig
 from metricbert_trainer.metricbert.trainer import MetricBertTrainer
@@ -123,9 +124,13 @@ def run_case(model_path: str, catalog, rows_per_process: list[int], settings: di
     batch = collator(list(items))
     if settings.get("guide_embedding_cache"):
         # As the trainer does before its first step: every process, the same texts, a share each.
+        texts = list(items["title"]) + list(items["description"])
+        tokens = TokenRows.tokenize(sharded.processing_class, texts, collator.max_length)
         sharded.guide.cache_embeddings(
             sharded.processing_class,
-            list(items["title"]) + list(items["description"]),
+            texts,
+            keys=tokens.keys,
+            lengths=tokens.lengths,
             max_length=collator.max_length,
             device=accelerator.device,
             autocast=accelerator.autocast,
