@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -43,6 +44,7 @@ from metricbert_trainer.evaluation.shared_neighbours import (
     DEFAULT_NEIGHBOURS,
     SharedNeighbourScorer,
 )
+from metricbert_trainer.evaluation.tfidf_cache import tfidf_cache_beside
 from metricbert_trainer.recobert import RecoBertScorer
 
 logger = logging.getLogger("metricbert_trainer.cli")
@@ -159,21 +161,26 @@ def scorers(args: argparse.Namespace, catalog: Catalog) -> Iterator[tuple[Scorer
     for spec in args.models:
         name, path = name_and_path(spec)
         model, tokenizer = load_encoder(path, device=args.device)
-        for mode in args.modes:
-            scorer = encoder_scorer(args, model, tokenizer, mode, name)
-            yield scorer, {"model": path}
-            if args.tfidf_weight:
-                scorer = with_tfidf(scorer, args.tfidf_weight)
-                yield scorer, {"model": path, "tfidf_weight": args.tfidf_weight}
-            if args.shared_neighbours:
-                settings = {
-                    "shared_neighbours": args.shared_neighbours,
-                    "shared_neighbour_weight": args.shared_neighbour_weight,
-                }
-                yield (
-                    SharedNeighbourScorer(scorer, args.shared_neighbours, args.shared_neighbour_weight),
-                    {"model": path, "tfidf_weight": args.tfidf_weight, **settings},
-                )
+        # The fused and re-ranked rows rank with the model row's vectors and one fitted TF-IDF:
+        # kept in files for the model's rows (the caches of evaluate's --cache), each mode is
+        # encoded once instead of once per row.
+        with tempfile.TemporaryDirectory(prefix="metricbert-compare-") as kept:
+            for mode in args.modes:
+                cache = str(Path(kept) / f"{mode}.npz")
+                scorer = encoder_scorer(args, model, tokenizer, mode, name, cache_path=cache)
+                yield scorer, {"model": path}
+                if args.tfidf_weight:
+                    scorer = with_tfidf(scorer, args.tfidf_weight, tfidf_cache=tfidf_cache_beside(cache))
+                    yield scorer, {"model": path, "tfidf_weight": args.tfidf_weight}
+                if args.shared_neighbours:
+                    settings = {
+                        "shared_neighbours": args.shared_neighbours,
+                        "shared_neighbour_weight": args.shared_neighbour_weight,
+                    }
+                    yield (
+                        SharedNeighbourScorer(scorer, args.shared_neighbours, args.shared_neighbour_weight),
+                        {"model": path, "tfidf_weight": args.tfidf_weight, **settings},
+                    )
         del model
     for spec in args.sbert:
         name, path = name_and_path(spec)

@@ -86,7 +86,7 @@ def test_evaluate_ranks_by_the_model_alone_or_by_tfidf_alone_at_the_weights_ends
 
 
 def test_evaluate_and_recommend_rerank_by_shared_neighbours_when_asked(
-    files, tiny_model_path, tmp_path, capsys
+    files, tiny_model_path, tmp_path, capsys, caplog
 ):
     common = ["--model", tiny_model_path, "--catalog", str(files / "wines.csv"), "--max-length", "64"]
     common += ["--cache", str(tmp_path / "cache.npz")]
@@ -125,7 +125,12 @@ def test_evaluate_and_recommend_rerank_by_shared_neighbours_when_asked(
         "--output-dir",
         str(tmp_path / "c"),
     ]
+    caplog.set_level("INFO", logger="metricbert_trainer")
+    caplog.clear()
     assert main([*compare, "--shared-neighbours", "5", "--shared-neighbour-weight", "0.7"]) == 0
+    # The model row encodes the catalog; the fused and the re-ranked rows read its vectors.
+    assert caplog.text.count("Wrote embeddings to") == 1
+    assert caplog.text.count("Reusing embeddings from") >= 2
     rows = json.loads((tmp_path / "c" / "results.json").read_text())["results"]
     assert [row["name"] for row in rows][
         -1
