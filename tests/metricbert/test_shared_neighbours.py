@@ -171,6 +171,7 @@ def test_a_run_lists_the_neighbours_before_training_and_records_them_in_its_card
     trainer = _teacher_trainer(tmp_path, tiny_model_path, tokenizer, wine_items, 4)
     trainer.train()
     assert trainer.shared_neighbours.lists.shape == (40, 4)
+    assert "training_token_rows" not in vars(trainer)  # read before the first step, not held for the run
     logged = [entry for entry in trainer.state.log_history if "teacher_loss" in entry]
     assert logged and all(np.isfinite(entry["teacher_loss"]) for entry in logged)
     config = trainer.args.loss_config()
