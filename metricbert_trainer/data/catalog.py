@@ -127,7 +127,7 @@ def load_catalog(
     table = pd.DataFrame({"id": ids})
     usable = pd.Series(True, index=frame.index)
     for column in text_columns:
-        texts = frame[column].map(_text_or_none)
+        texts = _texts_or_none(frame[column])
         empty = texts.isna()
         if empty.any():
             if strict:
@@ -291,6 +291,16 @@ def _text_or_none(value: object) -> str | None:
         return None
     text = str(value).strip()
     return text or None
+
+
+def _texts_or_none(column: pd.Series) -> pd.Series:
+    """``_text_or_none`` of every value of ``column``. A column of strings (and missing values), what
+    a CSV, JSONL or Parquet file's text column is, is cleaned vectorised: a value at a time took
+    1.5 s per million texts, a third of a million-item ``recommend`` call's catalog read."""
+    if pd.api.types.infer_dtype(column, skipna=True) not in ("string", "empty"):
+        return column.map(_text_or_none)  # numbers, bytes, lists: str() of each, as ever
+    texts = column.str.strip()
+    return texts.where(texts.notna() & texts.ne(""))
 
 
 def _id_or_none(value: object) -> str | None:

@@ -124,6 +124,21 @@ def test_missing_values_of_any_kind_are_empty_texts(caplog):
     assert catalog.ids == ["a1", "d4"]
 
 
+def test_texts_are_stripped_and_blank_ones_skipped_in_string_and_mixed_columns():
+    """A column of strings is cleaned vectorised, one holding numbers or bytes a value at a time:
+    both give each text stripped, and skip the blank and missing ones."""
+    names = ["  Red one ", "\tWhite one\n", "   ", None, "Rosé"]
+    mixed = [3, b"brut", " Dry. ", pd.NA, ""]
+    for dtype in ("str", object, "string"):
+        frame = pd.DataFrame({"sku": ["a", "b", "c", "d", "e"], "name": names, "text": ["x"] * 5})
+        frame["name"] = frame["name"].astype(dtype)
+        catalog = load_catalog(frame, id_column="sku", text_columns=["name", "text"])
+        assert catalog.ids == ["a", "b", "e"] and catalog.texts("name") == ["Red one", "White one", "Rosé"]
+    frame = pd.DataFrame({"sku": ["a", "b", "c", "d", "e"], "name": ["n"] * 5, "text": mixed})
+    catalog = load_catalog(frame, id_column="sku", text_columns=["name", "text"])
+    assert catalog.texts("text") == ["3", "b'brut'", "Dry."]
+
+
 def test_first_row_with_more_fields_than_the_header_is_an_error(tmp_path):
     # pandas would read the extra fields as an index and shift every column by two.
     path = tmp_path / "items.csv"
