@@ -6,8 +6,8 @@ vectors for the batches of neighbourhoods and for the teacher's shared neighbour
 TF-IDF (fitted, then each catalog row), the word prior and the truncation report. Each used to
 tokenize the whole catalog itself, about eight passes: 67 of the 215 s a 100,000-item run took to
 its second step on two cores (benchmarks/RESULTS.md, "Tokenized once"). ``TokenRows`` is one pass,
-kept as one int32 array and row offsets (4 bytes a token, where Python lists of ints cost about
-36), that each of them reads.
+kept as one array of ids and row offsets (2 or 4 bytes a token, where Python lists of ints cost
+about 36), that each of them reads.
 """
 
 from __future__ import annotations
@@ -33,10 +33,17 @@ def token_key(token_ids: Sequence[int] | np.ndarray) -> bytes:
     return hashlib.blake2b(ids.tobytes(), digest_size=16).digest()
 
 
+def id_dtype(vocabulary: int) -> type[np.integer]:
+    """The narrowest dtype that holds every id of a ``vocabulary``-sized tokenizer: 2 bytes a token
+    for BERT's, RoBERTa's and MPNet's (30,522-50,265 ids), 4 for larger ones (XLM-R's 250,002).
+    Ten million items of 256-token texts hold 10 GiB of ids per process in 2 bytes, 20 in 4."""
+    return np.uint16 if vocabulary <= np.iinfo(np.uint16).max + 1 else np.int32
+
+
 @dataclass(frozen=True)
 class TokenRows:
-    """The token ids of ``N`` texts (special tokens included), row after row in ``ids``; row ``i``
-    is ``ids[offsets[i]:offsets[i + 1]]``."""
+    """The token ids of ``N`` texts (special tokens included), row after row in ``ids`` (``id_dtype``);
+    row ``i`` is ``ids[offsets[i]:offsets[i + 1]]``."""
 
     ids: np.ndarray
     offsets: np.ndarray
@@ -54,7 +61,7 @@ class TokenRows:
                 lengths[row] = len(ids)
                 yield from ids
 
-        ids = np.fromiter(flat_ids(), dtype=np.int32)
+        ids = np.fromiter(flat_ids(), dtype=id_dtype(len(tokenizer)))
         offsets = np.zeros(len(texts) + 1, dtype=np.int64)
         np.cumsum(lengths, out=offsets[1:])
         return cls(ids, offsets)

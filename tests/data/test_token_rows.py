@@ -6,7 +6,7 @@ import pytest
 
 from metricbert_trainer.data import lengths
 from metricbert_trainer.data.catalog import load_catalog
-from metricbert_trainer.data.token_rows import TokenRows, token_key
+from metricbert_trainer.data.token_rows import TokenRows, id_dtype, token_key
 from metricbert_trainer.metricbert.guide import batch_token_keys
 
 
@@ -23,11 +23,16 @@ def test_rows_are_the_tokenizers_ids_across_chunks(tokenizer, descriptions, monk
     rows = TokenRows.tokenize(tokenizer, descriptions, max_length)
     expected = tokenizer(descriptions, truncation=max_length is not None, max_length=max_length)["input_ids"]
     assert len(rows) == len(descriptions)
-    assert rows.ids.dtype == np.int32
+    assert rows.ids.dtype == np.uint16  # 2 bytes a token for BERT's 30,522 ids
     assert [rows.row(index).tolist() for index in range(len(rows))] == expected
     assert rows.lengths.tolist() == [len(ids) for ids in expected]
     if max_length is not None:
         assert rows.lengths.max() == max_length and rows.lengths.min() < max_length
+
+
+def test_ids_take_two_bytes_where_the_vocabulary_fits_and_four_beyond():
+    assert id_dtype(30_522) is np.uint16 and id_dtype(65_536) is np.uint16
+    assert id_dtype(65_537) is np.int32 and id_dtype(250_002) is np.int32  # XLM-R
 
 
 def test_keys_are_what_a_padded_batch_of_the_same_texts_gives(tokenizer, descriptions):
