@@ -246,8 +246,16 @@ def encode_views(
         return encode_all()
     cache_path = check_cache_path(cache_path)
     fingerprint = embedding_fingerprint(model, tokenizer, views, max_length=max_length)
-    cached = _read_cache(cache_path, fingerprint, list(views))
+    cached = read_fingerprinted_npz(
+        cache_path,
+        fingerprint,
+        [f"view:{name}" for name in views],
+        holds="embeddings of another model, catalog or setting",
+        cache="embedding cache",
+        again="re-encoding",
+    )
     if cached is not None:
+        cached = {name: cached[f"view:{name}"] for name in views}
         logger.info("Reusing embeddings from %s.", cache_path)
         return cached
     embeddings = encode_all()
@@ -351,19 +359,32 @@ def npz_names(path: Path) -> list[str] | None:
         return None
 
 
-def _read_cache(path: Path, fingerprint: str, names: list[str]) -> dict[str, np.ndarray] | None:
+def read_fingerprinted_npz(
+    path: Path,
+    fingerprint: str,
+    names: Sequence[str],
+    *,
+    holds: str,
+    cache: str,
+    again: str,
+    log: logging.Logger = logger,
+) -> dict[str, np.ndarray] | None:
+    """The arrays ``names`` of a cache at ``path`` that ``write_npz_whole`` wrote with a
+    ``fingerprint`` array, when it was written for ``fingerprint``. ``None`` when there is no file,
+    when it was written for something else (said at info: ``path`` holds ``holds``; ``again``) and
+    when it cannot be read or lacks an array (a warning naming the ``cache``): the caller then
+    computes what it keeps again. One reader for the embedding, TF-IDF and lists caches, each
+    saying so through its own module's ``log``."""
     if not path.is_file():
         return None
     try:
         with np.load(path, allow_pickle=False) as stored:
             if "fingerprint" not in stored.files or str(stored["fingerprint"]) != fingerprint:
-                logger.info("%s holds embeddings of another model, catalog or setting; re-encoding.", path)
+                log.info("%s holds %s; %s.", path, holds, again)
                 return None
-            if any(f"view:{name}" not in stored.files for name in names):
-                return None
-            return {name: stored[f"view:{name}"] for name in names}
-    except (OSError, ValueError) as error:
-        logger.warning("Cannot read the embedding cache %s (%s); re-encoding.", path, error)
+            return {name: stored[name] for name in names}
+    except (OSError, ValueError, KeyError) as error:
+        log.warning("Cannot read the %s %s (%s); %s.", cache, path, error, again)
         return None
 
 

@@ -41,7 +41,12 @@ from metricbert_trainer.evaluation.candidate_lists import (
     prepared_parts,
     prepared_ranker,
 )
-from metricbert_trainer.evaluation.encoding import check_cache_file, npz_names, write_npz_whole
+from metricbert_trainer.evaluation.encoding import (
+    check_cache_file,
+    npz_names,
+    read_fingerprinted_npz,
+    write_npz_whole,
+)
 from metricbert_trainer.evaluation.hybrid import fuse_rows
 from metricbert_trainer.evaluation.scorers import Scorer
 
@@ -165,17 +170,16 @@ def lists_cache_beside(embedding_cache: str | Path) -> Path:
 
 def read_lists(path: Path, fingerprint: str) -> np.ndarray | None:
     """The lists stored at ``path`` when they were built for ``fingerprint``, else ``None``."""
-    if not path.is_file():
-        return None
-    try:
-        with np.load(path, allow_pickle=False) as stored:
-            if str(stored["fingerprint"]) == fingerprint:
-                return stored["lists"]
-    except (OSError, ValueError, KeyError) as error:
-        logger.warning("Cannot read the shared-neighbour lists cache %s (%s); listing again.", path, error)
-        return None
-    logger.info("%s holds the lists of another catalog, ranking or count; listing again.", path)
-    return None
+    stored = read_fingerprinted_npz(
+        path,
+        fingerprint,
+        ["lists"],
+        holds="the lists of another catalog, ranking or count",
+        cache="shared-neighbour lists cache",
+        again="listing again",
+        log=logger,
+    )
+    return None if stored is None else stored["lists"]
 
 
 @dataclass

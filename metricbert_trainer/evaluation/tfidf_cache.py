@@ -20,7 +20,12 @@ import numpy as np
 import sklearn
 from scipy import sparse
 
-from metricbert_trainer.evaluation.encoding import check_cache_file, npz_names, write_npz_whole
+from metricbert_trainer.evaluation.encoding import (
+    check_cache_file,
+    npz_names,
+    read_fingerprinted_npz,
+    write_npz_whole,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -102,18 +107,21 @@ def cached_tfidf(
 
 
 def _read(path: Path, fingerprint: str, names: list[str]) -> dict[str, sparse.csr_matrix] | None:
-    if not path.is_file():
-        return None
-    try:
-        with np.load(path, allow_pickle=False) as stored:
-            if str(stored["fingerprint"]) != fingerprint:
-                logger.info("%s holds the TF-IDF of another catalog or setting; fitting again.", path)
-                return None
-            parts = {name: [stored[f"view:{name}:{part}"] for part in CSR_PARTS] for name in names}
-    except (OSError, ValueError, KeyError) as error:
-        logger.warning("Cannot read the TF-IDF cache %s (%s); fitting again.", path, error)
+    stored = read_fingerprinted_npz(
+        path,
+        fingerprint,
+        [f"view:{name}:{part}" for name in names for part in CSR_PARTS],
+        holds="the TF-IDF of another catalog or setting",
+        cache="TF-IDF cache",
+        again="fitting again",
+        log=logger,
+    )
+    if stored is None:
         return None
     return {
-        name: sparse.csr_matrix((data, indices, indptr), shape=tuple(shape))
-        for name, (data, indices, indptr, shape) in parts.items()
+        name: sparse.csr_matrix(
+            tuple(stored[f"view:{name}:{part}"] for part in ("data", "indices", "indptr")),
+            shape=tuple(stored[f"view:{name}:shape"]),
+        )
+        for name in names
     }
