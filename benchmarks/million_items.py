@@ -807,7 +807,9 @@ def run_recommend(arguments: argparse.Namespace) -> None:
 
 
 # Run in the training's own process: counts the tokenizer's calls by where they come from, then
-# runs the recipe script with the given arguments and prints the counts as the last line.
+# runs the recipe script with the given arguments and prints the counts as the last line. A whole
+# catalog's call comes through lengths.catalog_token_ids, or, in commits before 0881158 (the before
+# row of docs/scale_out.md, "Tokenized once"), through the guide's own token_keys.
 START_BOOTSTRAP = """
 import json, runpy, sys, time, traceback
 from transformers import PreTrainedTokenizerBase
