@@ -8,6 +8,7 @@
     python benchmarks/million_items.py tfidf --items 1000000
     python benchmarks/million_items.py lengths --texts 500000 2000000
     python benchmarks/million_items.py recommend --items 1000000
+    python benchmarks/million_items.py recommend --items 20000 --candidates 0 --all
     python benchmarks/million_items.py start --items 100000
     python benchmarks/million_items.py neighbourhoods --items 10000 20000 40000
     python benchmarks/million_items.py neighbourhoods --items 130000 1000000 --indexes exact IVF1024,Flat
@@ -53,7 +54,8 @@ memory it adds.
 
 ``recommend``: ``metricbert recommend --cache`` as a user runs it at ``--items`` items, twice: the
 first call fits and lists what the caches keep, the second reads them back (an embedding cache of
-synthetic vectors is written first, under the real model's fingerprint).
+synthetic vectors is written first, under the real model's fingerprint). With ``--all`` each call
+writes every item's neighbours (``recommend --all --output``) instead of one item's.
 
 ``start``: the catalog recipe (``recipes/train_catalog.py``) as a user launches it, stopped after
 two steps (``--max_steps 2``: one step's schedule would be all warm-up), on a catalog of ``--items`` wine texts drawn with replacement,
@@ -786,9 +788,15 @@ def run_recommend(arguments: argparse.Namespace) -> None:
     catalog, cache = prepared_recommend_files(arguments.items, OUTPUTS)
     for kept in cache.parent.glob(f"{cache.stem}.*.npz"):
         kept.unlink()
+    # One item's neighbours, or every item's written to a table (recommend --all).
+    asked = (
+        ["--all", "--output", str(OUTPUTS / f"recommendations-{arguments.items}.csv"), "--overwrite"]
+        if arguments.all
+        else ["--item", "item-0"]
+    )
     command = [
         sys.executable, "-m", "metricbert_trainer.cli", "recommend", "--model", resolve_model_name(DEFAULT_MODEL),
-        "--catalog", str(catalog), "--item", "item-0", "--cache", str(cache),
+        "--catalog", str(catalog), *asked, "--cache", str(cache),
         "--shared-neighbour-candidates", str(arguments.candidates),
     ]  # fmt: skip
     print(
@@ -1000,6 +1008,11 @@ def main() -> None:
     )
     recommend.add_argument("--items", type=int, default=20_000)
     recommend.add_argument("--candidates", type=int, default=200, help="--shared-neighbour-candidates.")
+    recommend.add_argument(
+        "--all",
+        action="store_true",
+        help="Every item's neighbours (recommend --all --output) instead of item-0's.",
+    )
     recommend.set_defaults(run=run_recommend)
     start = commands.add_parser("start", help="The catalog recipe to its second step at --items items.")
     start.add_argument("--items", type=int, default=100_000)

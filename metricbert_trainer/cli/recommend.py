@@ -1,4 +1,5 @@
-"""``metricbert recommend``: the items most similar to one item."""
+"""``metricbert recommend``: the items most similar to one item, or to every item (``--all``),
+written as a table (``evaluation.recommendations``)."""
 
 from __future__ import annotations
 
@@ -11,18 +12,39 @@ from metricbert_trainer.cli.options import (
     load_cli_catalog,
     model_options,
     name_and_path,
+    overwrite_options,
     ranking_scorer,
 )
+from metricbert_trainer.data.output_files import check_new_file
+from metricbert_trainer.errors import UsageError
 from metricbert_trainer.evaluation.neighbours import mode_label
+from metricbert_trainer.evaluation.recommendations import (
+    FORMATS,
+    recommendation_format,
+    write_recommendations,
+)
 from metricbert_trainer.evaluation.scorers import load_encoder
 from metricbert_trainer.publishing.markdown import markdown_table
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
     recommend = commands.add_parser(
-        "recommend", parents=[catalog_options(), model_options()], help="The items most similar to one item."
+        "recommend",
+        parents=[catalog_options(), model_options(), overwrite_options()],
+        help="The items most similar to one item, or to every item (--all --output FILE).",
     )
-    recommend.add_argument("--item", required=True, help="Id of the item to find neighbours for.")
+    which = recommend.add_mutually_exclusive_group(required=True)
+    which.add_argument("--item", help="Id of the item to find neighbours for.")
+    which.add_argument(
+        "--all",
+        action="store_true",
+        help="Every item's neighbours, written to --output: every item against every other (N^2 distances).",
+    )
+    recommend.add_argument(
+        "--output",
+        default=None,
+        help=f"With --all: the table to write (id, rank, neighbour_id, distance), by suffix one of {', '.join(FORMATS)}.",
+    )
     recommend.add_argument(
         "--top-k", type=integer_at_least(1), default=10, help="How many neighbours to list."
     )
@@ -30,6 +52,12 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.all:
+        return run_all(args)
+    if args.output:
+        raise UsageError(
+            "--output writes every item's neighbours; pass --all, or leave --output out for one --item"
+        )
     check_caches(args)
     catalog = load_cli_catalog(args)
     try:
@@ -44,6 +72,35 @@ def run(args: argparse.Namespace) -> int:
     scorer = ranking_scorer(args, model, tokenizer, name, cache_path=args.cache)
     neighbours = scorer.nearest(catalog, [item], args.top_k)
     titles, ids = catalog.display_titles, catalog.ids
+    print(f"Most similar to {titles[item]} (id {ids[item]}), by {ranking_label(args)}:\n")
+    rows = [
+        (rank, ids[index], titles[index], f"{distance:.4f}")
+        for rank, (index, distance) in enumerate(
+            zip(neighbours.indices[0], neighbours.distances[0], strict=True), 1
+        )
+    ]
+    print(markdown_table(["Rank", "Id", "Title", "Distance"], rows, align="rllr"))
+    return 0
+
+
+def run_all(args: argparse.Namespace) -> int:
+    """``--all``: every item's ``--top-k`` neighbours, written to ``--output``."""
+    if not args.output:
+        raise UsageError("--all writes a table: name it with --output (for example recommendations.csv)")
+    recommendation_format(args.output)
+    check_new_file(args.output, option="--output", reads=[args.catalog], overwrite=args.overwrite)
+    check_caches(args)
+    catalog = load_cli_catalog(args)
+    name, path = name_and_path(args.model)
+    model, tokenizer = load_encoder(path, device=args.device)
+    scorer = ranking_scorer(args, model, tokenizer, name, cache_path=args.cache)
+    written = write_recommendations(scorer, catalog, args.top_k, args.output, show_progress=True)
+    print(f"{args.output}: {written} neighbours of {len(catalog)} items, by {ranking_label(args)}.")
+    return 0
+
+
+def ranking_label(args: argparse.Namespace) -> str:
+    """How the command's ranking is described: the scorer, the fusion and the re-ranking."""
     by = mode_label(args.scorer)
     if args.tfidf_weight:
         by += f" fused with TF-IDF (weight {args.tfidf_weight:g})"
@@ -53,12 +110,4 @@ def run(args: argparse.Namespace) -> int:
             by += f" listed among {args.shared_neighbour_candidates} candidates"
     if args.tfidf_weight or args.shared_neighbours:
         by += "; distances in standard deviations"
-    print(f"Most similar to {titles[item]} (id {ids[item]}), by {by}:\n")
-    rows = [
-        (rank, ids[index], titles[index], f"{distance:.4f}")
-        for rank, (index, distance) in enumerate(
-            zip(neighbours.indices[0], neighbours.distances[0], strict=True), 1
-        )
-    ]
-    print(markdown_table(["Rank", "Id", "Title", "Distance"], rows, align="rllr"))
-    return 0
+    return by

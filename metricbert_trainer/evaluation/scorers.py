@@ -39,6 +39,7 @@ from metricbert_trainer.evaluation.neighbours import (
     TopK,
     catalog_views,
     distance_rows,
+    nearest_in_rows,
     top_k,
 )
 from metricbert_trainer.evaluation.tfidf_cache import cached_tfidf
@@ -66,15 +67,16 @@ class Scorer(ABC):
         return lambda rows: self.distance_rows(catalog, rows)
 
     def nearest(self, catalog: Catalog, queries: Sequence[int], k: int) -> TopK:
-        """The ``k`` nearest other items of each of ``queries``, nearest first, from their whole
-        distance rows (``VectorScorer`` searches its vectors instead)."""
-        rows = self.distance_rows(catalog, queries)
-        k = min(k, rows.shape[1] - 1)
-        if k < 1:
-            raise ValueError("Ranking needs at least two items.")
-        rows[np.arange(len(queries)), np.asarray(queries, dtype=np.int64)] = np.inf  # never its own neighbour
-        indices = np.argsort(rows, axis=1, kind="stable")[:, :k]
-        return TopK(indices=indices, distances=np.take_along_axis(rows, indices, axis=1))
+        """The ``k`` nearest other items of each of ``queries``, nearest first, ties in catalog
+        order, from their whole distance rows (``VectorScorer`` searches its vectors instead)."""
+        return nearest_in_rows(self.distance_rows(catalog, queries), queries, k)
+
+    def nearest_ranker(self, catalog: Catalog, k: int) -> Callable[[Sequence[int]], TopK]:
+        """``nearest`` of ``catalog`` for many calls, prepared once as ``row_ranker`` is: what
+        listing every item's recommendations (``evaluation.recommendations``) calls a chunk of
+        items at a time."""
+        rank = self.row_ranker(catalog)
+        return lambda queries: nearest_in_rows(rank(queries), queries, k)
 
 
 class VectorScorer(Scorer):
@@ -101,6 +103,10 @@ class VectorScorer(Scorer):
 
     def nearest(self, catalog: Catalog, queries: Sequence[int], k: int) -> TopK:
         return top_k(self.item_vectors(catalog), self.distance, k, queries=queries)
+
+    def nearest_ranker(self, catalog: Catalog, k: int) -> Callable[[Sequence[int]], TopK]:
+        vectors = self.item_vectors(catalog)
+        return lambda queries: top_k(vectors, self.distance, k, queries=queries)
 
 
 @dataclass

@@ -4,6 +4,7 @@ import json
 import subprocess
 import sys
 
+import pandas as pd
 import pytest
 
 from metricbert_trainer.cli import main
@@ -186,6 +187,39 @@ def test_recommend_lists_neighbours_without_the_item(files, tiny_model_path, cap
     )
     rows = [line for line in out.splitlines() if line.startswith("| ") and not line.startswith("| Rank")]
     assert len(rows) == 5 and all(row.split(" | ")[1] != "7" for row in rows)
+
+
+def test_recommend_all_writes_every_items_neighbours_as_one_item_lists_them(
+    files, tiny_model_path, tmp_path, capsys
+):
+    common = ["recommend", "--model", tiny_model_path, "--catalog", str(files / "wines.csv"), "--top-k", "4"]
+    output = tmp_path / "recommendations.csv"
+    assert main([*common, "--all", "--output", str(output)]) == 0
+    assert capsys.readouterr().out.startswith(
+        f"{output}: 240 neighbours of 60 items, by Metric_Inf fused with"
+    )
+    table = pd.read_csv(output, dtype=str)
+    assert list(table.columns) == ["id", "rank", "neighbour_id", "distance"] and len(table) == 240
+    assert main([*common, "--item", "7"]) == 0
+    listed = [line.split(" | ")[1] for line in capsys.readouterr().out.splitlines() if line.startswith("| ")][
+        1:
+    ]
+    assert listed == list(table.neighbour_id[table.id == "7"])
+    refused = {
+        "exists; pass --overwrite": [*common, "--all", "--output", str(output)],
+        "name it with --output": [*common, "--all"],
+        "pass --all, or leave --output out": [*common, "--item", "7", "--output", str(tmp_path / "one.csv")],
+        "unsupported recommendations format '.xlsx'": [
+            *common,
+            "--all",
+            "--output",
+            str(tmp_path / "r.xlsx"),
+        ],
+    }
+    for message, command in refused.items():
+        assert main(command) == 1
+        assert message in capsys.readouterr().err
+    assert main([*common, "--all", "--output", str(output), "--overwrite"]) == 0
 
 
 def test_encode_writes_the_cache_recommend_then_reads(files, tiny_model_path, tmp_path, capsys, caplog):

@@ -7,7 +7,13 @@ from scipy import sparse
 
 from metricbert_trainer.data.catalog import load_catalog
 from metricbert_trainer.evaluation import neighbours
-from metricbert_trainer.evaluation.neighbours import catalog_views, distance_rows, mode_label, top_k
+from metricbert_trainer.evaluation.neighbours import (
+    catalog_views,
+    distance_rows,
+    mode_label,
+    nearest_in_rows,
+    top_k,
+)
 
 
 def brute_force_distances(vectors: dict[str, np.ndarray], distance: str) -> np.ndarray:
@@ -135,6 +141,30 @@ def test_faiss_search_parameters_reach_the_index(small_blocks):
     np.testing.assert_array_equal(every_list.indices, exact.indices)
     one_list = top_k(one_view, "angular", k=10, backend="faiss", faiss_index="IVF4,Flat", faiss_candidates=40)
     assert (one_list.indices != exact.indices).any()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_nearest_in_rows_is_a_stable_argsorts_head_with_ties_infinities_and_nan(dtype):
+    """Rows of few distinct values tie at every boundary (duplicate texts do); the result must be
+    what a stable argsort of each row (its own entry made infinite) starts with."""
+    rng = np.random.default_rng(0)
+    for trial in range(200):
+        items, count = int(rng.integers(3, 40)), int(rng.integers(1, 6))
+        rows = rng.integers(0, 4, (count, items)).astype(dtype)
+        if trial % 3 == 0:
+            rows[rng.random(rows.shape) < 0.1] = np.nan
+        if trial % 4 == 0:
+            rows[rng.random(rows.shape) < 0.1] = np.inf
+        queries = rng.integers(0, items, count)
+        k = int(rng.integers(1, items + 2))  # beyond items - 1 too: capped
+        expected = rows.copy()
+        expected[np.arange(count), queries] = np.inf
+        order = np.argsort(expected, axis=1, kind="stable")[:, : min(k, items - 1)]
+        found = nearest_in_rows(rows.copy(), queries, k)
+        assert np.array_equal(found.indices, order)
+        assert np.array_equal(found.distances, np.take_along_axis(expected, order, axis=1), equal_nan=True)
+    with pytest.raises(ValueError, match="at least two items"):
+        nearest_in_rows(np.zeros((1, 1)), [0], 3)
 
 
 def test_bad_inputs_are_named():

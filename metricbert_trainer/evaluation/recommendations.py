@@ -1,0 +1,147 @@
+"""Every item's recommendations at once: its ``k`` nearest other items under a scorer, written as
+a long table (``id, rank, neighbour_id, distance``), the shape a serving store or a join loads.
+
+``metricbert recommend --item`` answers one item; a catalog's recommendations are usually wanted
+for all of its items, computed offline. Asking item by item would prepare the scorer (encoding,
+TF-IDF, the shared-neighbour lists) for every call; here it is prepared once
+(``Scorer.nearest_ranker``) and walked a chunk of items at a time, each chunk written out before
+the next is ranked, so that memory holds one chunk's distance rows, never ``N x N``. Each item's
+rows are ``Scorer.nearest``'s for it (ties in catalog order), as ``recommend --item`` lists them,
+to float rounding: a model's products of many rows at once round differently from one row's. The
+work is every item against every other, ``N^2`` distances: docs/evaluation.md gives measured times.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from tqdm.auto import tqdm
+
+from metricbert_trainer.data.catalog import Catalog
+from metricbert_trainer.evaluation.scorers import Scorer
+
+logger = logging.getLogger(__name__)
+
+COLUMNS = ("id", "rank", "neighbour_id", "distance")
+FORMATS = {".csv": "csv", ".tsv": "tsv", ".jsonl": "jsonl", ".parquet": "parquet"}
+# Bytes of float64 distance rows one chunk may hold: 33 rows of a million items, every row of a
+# catalog of up to 5,792 items; at most MAX_CHUNK items, at least one.
+CHUNK_BYTES = 2**28
+MAX_CHUNK = 8192
+
+
+def recommendation_format(path: str | Path) -> str:
+    """The table format ``path``'s suffix names; ``ValueError`` for any other suffix."""
+    suffix = Path(path).suffix.lower()
+    if suffix not in FORMATS:
+        raise ValueError(
+            f"{path}: unsupported recommendations format {suffix!r}; use one of {sorted(FORMATS)}."
+        )
+    return FORMATS[suffix]
+
+
+def chunk_size(items: int) -> int:
+    """How many items one chunk ranks in a catalog of ``items``: ``CHUNK_BYTES`` of distance rows."""
+    return int(np.clip(CHUNK_BYTES // (8 * max(items, 1)), 1, MAX_CHUNK))
+
+
+def recommendation_chunks(
+    scorer: Scorer, catalog: Catalog, k: int, *, chunk: int | None = None, show_progress: bool = False
+) -> Iterator[pd.DataFrame]:
+    """Every item's ``k`` nearest other items under ``scorer``, a table of ``COLUMNS`` per chunk of
+    ``chunk`` items (``chunk_size`` by default), in catalog order, nearest first (rank 1)."""
+    count = len(catalog)
+    chunk = chunk or chunk_size(count)
+    nearest = scorer.nearest_ranker(catalog, k)
+    ids = np.asarray(catalog.ids, dtype=object)
+    with tqdm(total=count, desc="Recommending", unit="item", disable=not show_progress) as progress:
+        for start in range(0, count, chunk):
+            queries = np.arange(start, min(start + chunk, count))
+            found = nearest(queries)
+            listed = found.indices.shape[1]
+            yield pd.DataFrame(
+                {
+                    "id": np.repeat(ids[queries], listed),
+                    "rank": np.tile(np.arange(1, listed + 1), len(queries)),
+                    "neighbour_id": ids[found.indices.ravel()],
+                    "distance": found.distances.ravel(),
+                }
+            )
+            progress.update(len(queries))
+
+
+def write_recommendations(
+    scorer: Scorer,
+    catalog: Catalog,
+    k: int,
+    path: str | Path,
+    *,
+    chunk: int | None = None,
+    show_progress: bool = False,
+) -> int:
+    """Writes ``recommendation_chunks`` to ``path`` (CSV, TSV, JSONL or Parquet, by its suffix) and
+    returns the rows written. The table is written beside ``path`` and renamed when complete, so an
+    interrupted or failed run leaves no partial file behind."""
+    path = Path(path)
+    kind = recommendation_format(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(path.name + ".partial")
+    started = time.perf_counter()
+    written = 0
+    try:
+        with _TableWriter(partial, kind) as writer:
+            for table in recommendation_chunks(scorer, catalog, k, chunk=chunk, show_progress=show_progress):
+                writer.write(table)
+                written += len(table)
+        partial.replace(path)
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise
+    logger.info(
+        "Wrote %d recommendations (%d items) to %s in %.1f s.",
+        written,
+        len(catalog),
+        path,
+        time.perf_counter() - started,
+    )
+    return written
+
+
+class _TableWriter:
+    """Appends tables of the same columns to one file of ``kind``: text formats chunk after chunk,
+    Parquet as one row group per chunk."""
+
+    def __init__(self, path: Path, kind: str) -> None:
+        self.path, self.kind = path, kind
+        self._parquet = None
+        self._started = False
+
+    def __enter__(self) -> _TableWriter:
+        self.path.unlink(missing_ok=True)  # a partial file an earlier, killed run left
+        return self
+
+    def write(self, table: pd.DataFrame) -> None:
+        if self.kind == "parquet":
+            import pyarrow as pa
+            import pyarrow.parquet as pq
+
+            arrow = pa.Table.from_pandas(table, preserve_index=False)
+            if self._parquet is None:
+                self._parquet = pq.ParquetWriter(self.path, arrow.schema)
+            self._parquet.write_table(arrow)
+        elif self.kind == "jsonl":
+            with self.path.open("a", encoding="utf-8") as handle:
+                table.to_json(handle, orient="records", lines=True, force_ascii=False)
+        else:
+            separator = "\t" if self.kind == "tsv" else ","
+            table.to_csv(self.path, sep=separator, index=False, header=not self._started, mode="a")
+        self._started = True
+
+    def __exit__(self, *exc) -> None:
+        if self._parquet is not None:
+            self._parquet.close()
