@@ -215,6 +215,13 @@ def test_recommend_all_writes_every_items_neighbours_as_one_item_lists_them(
             "--output",
             str(tmp_path / "r.xlsx"),
         ],
+        "is a file this command reads": [
+            *common,
+            "--all",
+            "--output",
+            str(files / "wines.csv"),
+            "--overwrite",
+        ],
     }
     for message, command in refused.items():
         assert main(command) == 1
