@@ -68,13 +68,14 @@ class Scorer(ABC):
 
     def nearest(self, catalog: Catalog, queries: Sequence[int], k: int) -> TopK:
         """The ``k`` nearest other items of each of ``queries``, nearest first, ties in catalog
-        order, from their whole distance rows (``VectorScorer`` searches its vectors instead)."""
-        return nearest_in_rows(self.distance_rows(catalog, queries), queries, k)
+        order (``nearest_ranker`` for one call)."""
+        return self.nearest_ranker(catalog, k)(queries)
 
     def nearest_ranker(self, catalog: Catalog, k: int) -> Callable[[Sequence[int]], TopK]:
         """``nearest`` of ``catalog`` for many calls, prepared once as ``row_ranker`` is: what
         listing every item's recommendations (``evaluation.recommendations``) calls a chunk of
-        items at a time."""
+        items at a time. From the queries' whole distance rows; ``VectorScorer`` searches its
+        vectors instead."""
         rank = self.row_ranker(catalog)
         return lambda queries: nearest_in_rows(rank(queries), queries, k)
 
@@ -100,9 +101,6 @@ class VectorScorer(Scorer):
     def ranker(self, vectors: dict[str, Matrix]) -> Callable[[Sequence[int]], np.ndarray]:
         """``row_ranker`` from vectors already computed (``item_vectors``)."""
         return lambda rows: distance_rows(vectors, self.distance, rows)
-
-    def nearest(self, catalog: Catalog, queries: Sequence[int], k: int) -> TopK:
-        return top_k(self.item_vectors(catalog), self.distance, k, queries=queries)
 
     def nearest_ranker(self, catalog: Catalog, k: int) -> Callable[[Sequence[int]], TopK]:
         vectors = self.item_vectors(catalog)
