@@ -9,6 +9,8 @@
     python benchmarks/million_items.py lengths --texts 500000 2000000
     python benchmarks/million_items.py recommend --items 1000000
     python benchmarks/million_items.py recommend --items 20000 --candidates 0 --all
+    python benchmarks/million_items.py recommend --items 100000 --all --all-candidates 200 --recall-sample 500
+    python benchmarks/million_items.py table-recall -- --model M --catalog C --all --output T --candidates 200
     python benchmarks/million_items.py start --items 100000
     python benchmarks/million_items.py neighbourhoods --items 10000 20000 40000
     python benchmarks/million_items.py neighbourhoods --items 130000 1000000 --indexes exact IVF1024,Flat
@@ -55,7 +57,12 @@ memory it adds.
 ``recommend``: ``metricbert recommend --cache`` as a user runs it at ``--items`` items, twice: the
 first call fits and lists what the caches keep, the second reads them back (an embedding cache of
 synthetic vectors is written first, under the real model's fingerprint). With ``--all`` each call
-writes every item's neighbours (``recommend --all --output``) instead of one item's.
+writes every item's neighbours (``recommend --all --output``, a Parquet table left in the outputs
+folder, named by the items and ``--all-candidates``) instead of one item's, each item's searched
+among ``--all-candidates`` (``recommend --candidates``; 0 compares every pair), and with
+``--recall-sample S`` compared with the exact ranking of ``S`` items (``table_recall``).
+``table-recall`` compares a table already written (by any ``recommend --all`` command, whose
+options follow ``--``) in the same way.
 
 ``start``: the catalog recipe (``recipes/train_catalog.py``) as a user launches it, stopped after
 two steps (``--max_steps 2``: one step's schedule would be all warm-up), on a catalog of ``--items`` wine texts drawn with replacement,
@@ -789,8 +796,9 @@ def run_recommend(arguments: argparse.Namespace) -> None:
     for kept in cache.parent.glob(f"{cache.stem}.*.npz"):
         kept.unlink()
     # One item's neighbours, or every item's written to a table (recommend --all).
+    table = OUTPUTS / f"recommendations-{arguments.items}-among-{arguments.all_candidates}.parquet"
     asked = (
-        ["--all", "--output", str(OUTPUTS / f"recommendations-{arguments.items}.csv"), "--overwrite"]
+        ["--all", "--output", str(table), "--overwrite", "--candidates", str(arguments.all_candidates)]
         if arguments.all
         else ["--item", "item-0"]
     )
@@ -812,6 +820,55 @@ def run_recommend(arguments: argparse.Namespace) -> None:
         peak = int(finished.stderr.strip().splitlines()[-1]) / 2**20
         print(f"| {arguments.items:,} | {call} | {seconds:.1f} | {peak:.2f} |", flush=True)
     print("\n" + finished.stdout)
+    if arguments.all and arguments.recall_sample:
+        print(table_recall(command, table, arguments.recall_sample))
+
+
+def run_table_recall(arguments: argparse.Namespace) -> None:
+    """``table_recall`` of a table written by ``metricbert recommend --all`` with the options given."""
+    import sys
+
+    options = [option for option in arguments.recommend if option != "--"]
+    command = [sys.executable, "-m", "metricbert_trainer.cli", "recommend", *options]
+    print(table_recall(command, Path(options[options.index("--output") + 1]), arguments.recall_sample))
+
+
+def table_recall(command: list[str], table: Path, sample: int) -> str:
+    """How much of the exact ranking the table of ``recommend --all`` holds: ``sample`` items drawn
+    at random, each ranked against every item by the command's own scorer (its caches read back),
+    against their rows of the table: recall@k and the distances' relative error on the pairs both
+    list."""
+    import pandas as pd
+
+    from metricbert_trainer.cli import build_parser
+    from metricbert_trainer.cli.options import load_cli_catalog, name_and_path, ranking_scorer
+    from metricbert_trainer.evaluation.scorers import load_encoder
+
+    args = build_parser().parse_args(command[3:])
+    catalog = load_cli_catalog(args)
+    name, path = name_and_path(args.model)
+    model, tokenizer = load_encoder(path, device="cpu")
+    scorer = ranking_scorer(args, model, tokenizer, name, cache_path=args.cache)
+    drawn = np.sort(np.random.default_rng(0).choice(len(catalog), size=sample, replace=False))
+    nearest = scorer.nearest_ranker(catalog, args.top_k)
+    # A few rows at a time: each holds several [rows, N] arrays while the fusion standardises them.
+    found_rows = [nearest(drawn[start : start + 50]) for start in range(0, sample, 50)]
+    exact_indices = np.concatenate([rows.indices for rows in found_rows])
+    exact_distances = np.concatenate([rows.distances for rows in found_rows])
+    ids = np.asarray(catalog.ids, dtype=object)
+    listed = pd.read_parquet(table).groupby("id", sort=False)
+    found, errors = [], []
+    for item, indices, distances in zip(drawn, exact_indices, exact_distances, strict=True):
+        rows = listed.get_group(ids[item])
+        kept = dict(zip(rows.neighbour_id, rows.distance, strict=True))
+        common = [(kept[ids[i]], d) for i, d in zip(indices, distances, strict=True) if ids[i] in kept]
+        found.append(len(common) / len(indices))
+        errors += [abs(a - b) / abs(b) for a, b in common if b]
+    return (
+        f"Against the exact ranking of {sample:,} items drawn at random: recall@{args.top_k} "
+        f"{np.mean(found):.4f}; the distances' relative error median {np.median(errors):.2%}, "
+        f"90th percentile {np.quantile(errors, 0.9):.2%}."
+    )
 
 
 # Run in the training's own process: counts the tokenizer's calls by where they come from, then
@@ -1013,7 +1070,28 @@ def main() -> None:
         action="store_true",
         help="Every item's neighbours (recommend --all --output) instead of item-0's.",
     )
+    recommend.add_argument(
+        "--all-candidates",
+        type=int,
+        default=0,
+        help="With --all: recommend --candidates (each item's searched among C; 0 compares every pair).",
+    )
+    recommend.add_argument(
+        "--recall-sample",
+        type=int,
+        default=0,
+        help="With --all: compare the table's rows of this many items with the exact ranking.",
+    )
     recommend.set_defaults(run=run_recommend)
+    recall = commands.add_parser(
+        "table-recall",
+        help="Compare a table recommend --all wrote with the exact ranking of --recall-sample items.",
+    )
+    recall.add_argument("--recall-sample", type=int, default=500)
+    recall.add_argument(
+        "recommend", nargs=argparse.REMAINDER, help="The recommend command's own options, after --."
+    )
+    recall.set_defaults(run=run_table_recall)
     start = commands.add_parser("start", help="The catalog recipe to its second step at --items items.")
     start.add_argument("--items", type=int, default=100_000)
     start.set_defaults(run=run_start)

@@ -21,7 +21,7 @@ items ran out of 24 GiB; docs/scale_out.md).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 from scipy import sparse
@@ -190,37 +190,29 @@ def candidate_neighbour_lists(
 
 # A part of a fusion as the lists read it: its distance, its weight and its views of the catalog.
 FusionPart = tuple[Distance, float, dict]
+# Each part's unit views (``unit_views``), the first part's as the index's column slices.
+PartViews = list[list]
 
 
-def fused_candidate_lists(
+def candidate_pools(
     parts: Sequence[FusionPart],
-    neighbours: int,
     candidates: int,
     *,
-    sample: int = DEFAULT_SAMPLE,
-    seed: int = 0,
-    chunk: int = CHUNK,
     backend: str = "exact",
     faiss_index: str = "HNSW32",
     faiss_parameters: str = "efSearch=256",
-) -> np.ndarray:
-    """``[N, neighbours]``: each item's ``neighbours`` nearest other items under the fusion of
-    ``parts`` (each part's summed per-view distance, standardised per row, weighted and summed),
-    searched among its ``candidates`` nearest under the first part, nearest first, ties by catalog
-    order. ``backend``: ``exact`` compares every pair under the first part's distance
-    (``neighbours.top_k``), ``faiss`` searches one index of its unit views (``faiss_index``,
-    ``faiss_parameters``) by their summed cosine. Parts of weight 0 are left out; every other part
-    needs an angular or cosine distance."""
-    parts = [(Distance(distance), weight, vectors) for distance, weight, vectors in parts if weight]
-    if not parts:
-        raise ValueError("Every part of the fusion weighs 0, so nothing ranks the items.")
+) -> tuple[PartViews, Iterable[tuple[np.ndarray, np.ndarray]]]:
+    """Each part's unit views and ``(rows, [len(rows), candidates])`` pools covering every item:
+    each item's ``candidates`` nearest other items under the first part. ``backend``: ``exact``
+    compares every pair under the first part's distance (``neighbours.top_k``, one pool of all
+    items), ``faiss`` searches one index of its unit views (``faiss_index``, ``faiss_parameters``)
+    by their summed cosine, ``SEARCH_CHUNK`` items at a time. Every part needs an angular or cosine
+    distance (callers leave parts of weight 0 out)."""
     for number, (distance, _, _) in enumerate(parts):
         check_searchable(distance, f"part {number} of the fusion")
     count = np.shape(next(iter(parts[0][2].values())))[0]
-    if not 0 < neighbours <= candidates < count:
-        raise ValueError(
-            f"Need 0 < neighbours ({neighbours}) <= candidates ({candidates}) < items ({count})."
-        )
+    if not 0 < candidates < count:
+        raise ValueError(f"Need 0 < candidates ({candidates}) < items ({count}).")
     first_distance, _, first_vectors = parts[0]
     views = [unit_views(vectors) for _, _, vectors in parts[1:]]
     if backend == "faiss":
@@ -237,27 +229,61 @@ def fused_candidate_lists(
     else:
         raise ValueError(f"Unknown candidate backend {backend!r}; use 'exact' or 'faiss'.")
     views.insert(0, first_views)
+    return views, pools
+
+
+def spread_sample(count: int, sample: int = DEFAULT_SAMPLE, seed: int = 0) -> np.ndarray:
+    """The items each row's spread is estimated on: ``sample`` of the ``count`` drawn at random,
+    the same for every row, in catalog order."""
+    return np.sort(np.random.default_rng(seed).choice(count, size=min(sample, count), replace=False))
+
+
+def fused_candidate_lists(
+    parts: Sequence[FusionPart],
+    neighbours: int,
+    candidates: int,
+    *,
+    sample: int = DEFAULT_SAMPLE,
+    seed: int = 0,
+    chunk: int = CHUNK,
+    **search,
+) -> np.ndarray:
+    """``[N, neighbours]``: each item's ``neighbours`` nearest other items under the fusion of
+    ``parts`` (each part's summed per-view distance, standardised per row, weighted and summed),
+    searched among its ``candidates`` nearest under the first part (``candidate_pools``, which
+    ``search`` configures), nearest first, ties by catalog order."""
+    parts = [(Distance(distance), weight, vectors) for distance, weight, vectors in parts if weight]
+    if not parts:
+        raise ValueError("Every part of the fusion weighs 0, so nothing ranks the items.")
+    if not 0 < neighbours <= candidates:
+        raise ValueError(f"Need 0 < neighbours ({neighbours}) <= candidates ({candidates}).")
+    views, pools = candidate_pools(parts, candidates, **search)
     weighed = [(distance, weight) for distance, weight, _ in parts]
-    drawn = np.sort(np.random.default_rng(seed).choice(count, size=min(sample, count), replace=False))
+    count = np.shape(views[0][0])[0]
+    drawn = spread_sample(count, sample, seed)
     lists = np.empty((count, neighbours), dtype=np.int64)
     for searched, searched_pools in pools:
         for start in range(0, len(searched), chunk):
             rows, pool = searched[start : start + chunk], searched_pools[start : start + chunk]
-            lists[rows] = _nearest_by_fusion(weighed, views, rows, pool, drawn, neighbours)
+            fused, _ = pooled_fusion(weighed, views, rows, pool, drawn)
+            order = np.lexsort((pool, fused), axis=1)[:, :neighbours]
+            lists[rows] = np.take_along_axis(pool, order, axis=1)
     return lists
 
 
-def _nearest_by_fusion(
+def pooled_fusion(
     parts: Sequence[tuple[Distance, float]],
-    views: Sequence[Sequence],
+    views: PartViews,
     rows: np.ndarray,
     pool: np.ndarray,
     drawn: np.ndarray,
-    neighbours: int,
-) -> np.ndarray:
-    """``[len(rows), neighbours]``: the ``neighbours`` items of each row's ``pool`` nearest under
-    the fusion, each part standardised by its mean and spread over the ``drawn`` items."""
+) -> tuple[np.ndarray, np.ndarray]:
+    """The fusion's distances from each of ``rows`` to its ``pool`` items (``[len(rows), C]``) and
+    to the ``drawn`` items (``[len(rows), len(drawn)]``, NaN at the row's own item): each part's
+    summed distance standardised by its mean and spread over the ``drawn`` items, weighted and
+    summed."""
     fused = np.zeros(pool.shape, dtype=np.float64)
+    fused_drawn = np.zeros((len(rows), len(drawn)), dtype=np.float64)
     others = drawn[None, :] != rows[:, None]  # an item's distance to itself is not a candidate's
     for (distance, weight), part_views in zip(parts, views, strict=True):
         kept = np.where(others, sample_distances(part_views, distance, rows, drawn), np.nan)
@@ -265,5 +291,5 @@ def _nearest_by_fusion(
         spread = np.nanstd(kept, axis=1, keepdims=True)
         scale = np.where(spread > 0, spread, np.inf)  # no spread: this part does not move the row
         fused += weight * (pair_distances(part_views, distance, rows, pool) - mean) / scale
-    order = np.lexsort((pool, fused), axis=1)[:, :neighbours]
-    return np.take_along_axis(pool, order, axis=1)
+        fused_drawn += weight * (kept - mean) / scale
+    return fused, fused_drawn

@@ -9,6 +9,8 @@ the next is ranked, so that memory holds one chunk's distance rows, never ``N x 
 rows are ``Scorer.nearest``'s for it (ties in catalog order), as ``recommend --item`` lists them,
 to float rounding: a model's products of many rows at once round differently from one row's. The
 work is every item against every other, ``N^2`` distances: docs/evaluation.md gives measured times.
+With ``candidates`` each item's are searched among a pool of candidates instead
+(``candidate_recommendations``): ``N * C`` distances, for catalogs of a million items.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from metricbert_trainer.data.catalog import Catalog
+from metricbert_trainer.evaluation.candidate_recommendations import candidate_nearest_chunks
+from metricbert_trainer.evaluation.neighbours import TopK
 from metricbert_trainer.evaluation.scorers import Scorer
 
 logger = logging.getLogger(__name__)
@@ -51,18 +55,23 @@ def chunk_size(items: int) -> int:
 
 
 def recommendation_chunks(
-    scorer: Scorer, catalog: Catalog, k: int, *, chunk: int | None = None, show_progress: bool = False
+    scorer: Scorer,
+    catalog: Catalog,
+    k: int,
+    *,
+    chunk: int | None = None,
+    candidates: int = 0,
+    show_progress: bool = False,
 ) -> Iterator[pd.DataFrame]:
     """Every item's ``k`` nearest other items under ``scorer``, a table of ``COLUMNS`` per chunk of
-    ``chunk`` items (``chunk_size`` by default), in catalog order, nearest first (rank 1)."""
+    ``chunk`` items (``chunk_size`` by default), in catalog order, nearest first (rank 1).
+    ``candidates``: search each item's among its pool of candidates instead
+    (``candidate_recommendations``, its own chunks); 0, or as many as every other item, compares
+    every pair."""
     count = len(catalog)
-    chunk = chunk or chunk_size(count)
-    nearest = scorer.nearest_ranker(catalog, k)
     ids = np.asarray(catalog.ids, dtype=object)
     with tqdm(total=count, desc="Recommending", unit="item", disable=not show_progress) as progress:
-        for start in range(0, count, chunk):
-            queries = np.arange(start, min(start + chunk, count))
-            found = nearest(queries)
+        for queries, found in nearest_chunks(scorer, catalog, k, chunk, candidates):
             listed = found.indices.shape[1]
             yield pd.DataFrame(
                 {
@@ -75,6 +84,21 @@ def recommendation_chunks(
             progress.update(len(queries))
 
 
+def nearest_chunks(
+    scorer: Scorer, catalog: Catalog, k: int, chunk: int | None, candidates: int
+) -> Iterator[tuple[np.ndarray, TopK]]:
+    """``(items, TopK)`` chunk after chunk for ``recommendation_chunks``."""
+    count = len(catalog)
+    if 0 < candidates < count - 1:
+        yield from candidate_nearest_chunks(scorer, catalog, k, candidates)
+        return
+    chunk = chunk or chunk_size(count)
+    nearest = scorer.nearest_ranker(catalog, k)
+    for start in range(0, count, chunk):
+        queries = np.arange(start, min(start + chunk, count))
+        yield queries, nearest(queries)
+
+
 def write_recommendations(
     scorer: Scorer,
     catalog: Catalog,
@@ -82,6 +106,7 @@ def write_recommendations(
     path: str | Path,
     *,
     chunk: int | None = None,
+    candidates: int = 0,
     show_progress: bool = False,
 ) -> int:
     """Writes ``recommendation_chunks`` to ``path`` (CSV, TSV, JSONL or Parquet, by its suffix) and
@@ -95,7 +120,9 @@ def write_recommendations(
     written = 0
     try:
         with _TableWriter(partial, kind) as writer:
-            for table in recommendation_chunks(scorer, catalog, k, chunk=chunk, show_progress=show_progress):
+            for table in recommendation_chunks(
+                scorer, catalog, k, chunk=chunk, candidates=candidates, show_progress=show_progress
+            ):
                 writer.write(table)
                 written += len(table)
         partial.replace(path)

@@ -100,12 +100,25 @@ def membership(lists: np.ndarray) -> sparse.csr_matrix:
     )
 
 
-def overlap_rows(members: sparse.csr_matrix, rows: Sequence[int]) -> np.ndarray:
+def overlap_rows(
+    members: sparse.csr_matrix, rows: Sequence[int], transposed: sparse.csr_matrix | None = None
+) -> np.ndarray:
     """``[len(rows), N]`` Jaccard overlaps of the sets of the items ``rows`` with every item's set
-    (``membership``; every set has the same size)."""
+    (``membership``; every set has the same size). ``transposed``: ``members.T`` as CSR, for
+    callers that ask for many chunks of rows (each call would otherwise transpose all of
+    ``members`` again: 0.04 s a call at 100,000 items, against 0.006 s for the product)."""
     size = members[0].sum()
-    shared = (members[np.asarray(rows, dtype=np.int64)] @ members.T).toarray()
+    shared = shared_counts(members, rows, transposed).toarray()
     return shared / (2 * size - shared)
+
+
+def shared_counts(
+    members: sparse.csr_matrix, rows: Sequence[int], transposed: sparse.csr_matrix | None = None
+) -> sparse.csr_matrix:
+    """``[len(rows), N]`` sparse: how many members the sets of the items ``rows`` share with each
+    item's set (``overlap_rows``, which ``transposed`` speeds up)."""
+    transposed = members.T.tocsr() if transposed is None else transposed
+    return (members[np.asarray(rows, dtype=np.int64)] @ transposed).tocsr()
 
 
 def reranked_rows(base: np.ndarray, overlaps: np.ndarray, weight: float, rows: Sequence[int]) -> np.ndarray:
@@ -231,7 +244,10 @@ class SharedNeighbourScorer(Scorer):
             )  # fmt: skip
             return rank
         members = membership(self.lists(rank, catalog, prepared))
-        return lambda rows: reranked_rows(rank(rows), overlap_rows(members, rows), self.weight, rows)
+        transposed = members.T.tocsr()
+        return lambda rows: reranked_rows(
+            rank(rows), overlap_rows(members, rows, transposed), self.weight, rows
+        )
 
     def searched(self, catalog: Catalog) -> int:
         """How many candidates each item's list is searched among: 0 (every item) when

@@ -4,6 +4,7 @@ import json
 import subprocess
 import sys
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -208,7 +209,16 @@ def test_recommend_all_writes_every_items_neighbours_as_one_item_lists_them(
     refused = {
         "exists; pass --overwrite": [*common, "--all", "--output", str(output)],
         "name it with --output": [*common, "--all"],
-        "pass --all, or leave --output out": [*common, "--item", "7", "--output", str(tmp_path / "one.csv")],
+        "pass --all, or leave them out": [*common, "--item", "7", "--output", str(tmp_path / "one.csv")],
+        "pass --all, or leave them out for one --item": [*common, "--item", "7", "--candidates", "20"],
+        "--candidates (3) must be 0 or at least --top-k (4)": [
+            *common,
+            "--all",
+            "--output",
+            str(tmp_path / "c.csv"),
+            "--candidates",
+            "3",
+        ],
         "unsupported recommendations format '.xlsx'": [
             *common,
             "--all",
@@ -227,6 +237,22 @@ def test_recommend_all_writes_every_items_neighbours_as_one_item_lists_them(
         assert main(command) == 1
         assert message in capsys.readouterr().err
     assert main([*common, "--all", "--output", str(output), "--overwrite"]) == 0
+    searched = tmp_path / "searched.csv"
+    assert main([*common, "--all", "--output", str(searched), "--candidates", "30"]) == 0
+    assert capsys.readouterr().out.rstrip().endswith("each searched among 30 candidates.")
+    among = pd.read_csv(searched, dtype=str)
+    assert list(among.columns) == list(table.columns) and list(among.id) == list(table.id)
+    # Most of each item's neighbours lie among its 30 nearest under the model and its list.
+    recall = (
+        np.mean(
+            [
+                len(set(among.neighbour_id[among.id == i]) & set(table.neighbour_id[table.id == i]))
+                for i in set(table.id)
+            ]
+        )
+        / 4
+    )
+    assert recall > 0.8
 
 
 def test_encode_writes_the_cache_recommend_then_reads(files, tiny_model_path, tmp_path, capsys, caplog):

@@ -1,4 +1,5 @@
-"""Every item's recommendations: the same rows ``nearest`` gives each item, written whole in each format."""
+"""Every item's recommendations: the same rows ``nearest`` gives each item, written whole in each
+format; searched among candidates, the exact ones wherever the pool holds them."""
 
 from __future__ import annotations
 
@@ -6,6 +7,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from metricbert_trainer.evaluation.candidate_recommendations import (
+    candidate_nearest_chunks,
+    pool_overlaps,
+    repeated_in_row,
+)
 from metricbert_trainer.evaluation.hybrid import with_tfidf
 from metricbert_trainer.evaluation.recommendations import (
     CHUNK_BYTES,
@@ -16,7 +22,7 @@ from metricbert_trainer.evaluation.recommendations import (
     write_recommendations,
 )
 from metricbert_trainer.evaluation.scorers import TfidfScorer
-from metricbert_trainer.evaluation.shared_neighbours import SharedNeighbourScorer
+from metricbert_trainer.evaluation.shared_neighbours import SharedNeighbourScorer, membership, overlap_rows
 
 
 def each_items_nearest(scorer, catalog, k) -> pd.DataFrame:
@@ -99,3 +105,73 @@ def test_a_chunk_holds_a_bounded_share_of_distance_rows():
     for items in (5_000, 100_000, 1_000_000):
         assert 8 * items * chunk_size(items) <= CHUNK_BYTES < 8 * items * (chunk_size(items) + 1)
     assert chunk_size(10**10) == 1 and chunk_size(10) == MAX_CHUNK
+
+
+def ranking_of(name: str, encoder):
+    hybrid = with_tfidf(encoder, 0.3)
+    return {
+        "tfidf": TfidfScorer(),
+        "reranked tfidf": SharedNeighbourScorer(TfidfScorer(), 7, 0.5),
+        "hybrid": hybrid,
+        "reranked": SharedNeighbourScorer(hybrid, 7, 0.5),
+    }[name]
+
+
+@pytest.mark.parametrize("ranking", ["tfidf", "reranked tfidf", "hybrid", "reranked"])
+def test_searched_among_every_item_the_recommendations_are_the_exact_ones(wines_80, tiny_encoder, ranking):
+    """With every other item a candidate and in the spread's sample, the pooled scoring (the
+    fusion's parts, the re-ranking's overlaps and their standardisations) is the exact ranking's."""
+    scorer = ranking_of(ranking, tiny_encoder)
+    exact = scorer.nearest(wines_80, range(80), 5)
+    backend = (
+        {"backend": "exact"} if ranking.endswith("tfidf") else {"faiss_index": "Flat", "faiss_parameters": ""}
+    )
+    seen = []
+    for rows, found in candidate_nearest_chunks(scorer, wines_80, 5, 79, sample=80, chunk=13, **backend):
+        assert np.array_equal(found.indices, exact.indices[rows])
+        np.testing.assert_allclose(found.distances, exact.distances[rows], rtol=0, atol=1e-4)
+        seen += list(rows)
+    assert sorted(seen) == list(range(80))
+
+
+def test_searched_among_fewer_candidates_most_recommendations_are_the_exact_ones(wines_80, tiny_encoder):
+    scorer = ranking_of("reranked", tiny_encoder)
+    exact = scorer.nearest(wines_80, range(80), 5).indices
+    found = {}
+    for rows, top in candidate_nearest_chunks(
+        scorer, wines_80, 5, 20, faiss_index="Flat", faiss_parameters=""
+    ):
+        assert (np.diff(top.distances, axis=1) >= 0).all() and not (top.indices == rows[:, None]).any()
+        assert all(len(set(row)) == 5 for row in top.indices)  # an item listed in its pool twice is kept once
+        found.update(zip(rows, top.indices, strict=True))
+    recall = np.mean([len(set(found[item]) & set(exact[item])) for item in range(80)]) / 5
+    assert 0.8 < recall < 1.0
+    with pytest.raises(ValueError, match="k \\(5\\) <= candidates \\(4\\)"):
+        next(candidate_nearest_chunks(scorer, wines_80, 5, 4))
+
+
+def test_as_many_candidates_as_other_items_compare_every_pair(wines_80):
+    scorer = SharedNeighbourScorer(TfidfScorer(), 7, 0.5)
+    exact = pd.concat(recommendation_chunks(scorer, wines_80, 5), ignore_index=True)
+    for candidates in (79, 200):
+        table = pd.concat(
+            recommendation_chunks(scorer, wines_80, 5, candidates=candidates), ignore_index=True
+        )
+        pd.testing.assert_frame_equal(table, exact)
+
+
+def test_pooled_overlaps_and_their_moments_are_the_whole_rows():
+    lists = np.array([[1, 2], [0, 2], [0, 1], [4, 0], [3, 1]])
+    members = membership(lists)
+    rows, pool = np.array([0, 3]), np.array([[2, 4, 1], [0, 4, 2]])
+    whole = overlap_rows(members, rows)
+    pooled, mean, spread = pool_overlaps(members, members.T.tocsr(), rows, pool)
+    np.testing.assert_allclose(pooled, np.take_along_axis(whole, pool, axis=1), rtol=1e-6)
+    others = np.array([[1, 2, 3, 4], [0, 1, 2, 4]])
+    np.testing.assert_allclose(mean[:, 0], np.take_along_axis(whole, others, axis=1).mean(axis=1), rtol=1e-6)
+    np.testing.assert_allclose(spread[:, 0], np.take_along_axis(whole, others, axis=1).std(axis=1), rtol=1e-6)
+
+
+def test_only_an_items_later_repeats_in_its_pool_are_marked():
+    pool = np.array([[4, 1, 4, 2, 1], [0, 1, 2, 3, 5]])
+    assert repeated_in_row(pool).tolist() == [[False, False, True, False, True], [False] * 5]
