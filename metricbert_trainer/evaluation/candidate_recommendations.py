@@ -1,7 +1,8 @@
 """Every item's recommendations searched among candidates: ``N * C`` distances instead of ``N^2``.
 
 ``recommendations`` ranks every item against every other under the command's ranking, which is
-exact and takes hours at a hundred thousand items and about a day at a million (docs/scale_out.md).
+exact and grows with ``N^2``: tens of minutes at a hundred thousand items, about a day at a million
+on two cores (docs/evaluation.md).
 Here each item's recommendations are searched among a pool: its ``candidates`` nearest items under
 the encoder (one FAISS index of its unit views, ``candidate_lists.candidate_pools``) and, when the
 ranking re-ranks by shared neighbours, the items of its own neighbour list. The pool is scored by
@@ -11,7 +12,7 @@ and the base ranking's are estimated on ``sample`` items drawn at random, the sa
 (about ``1 / sqrt(2 * sample)`` relative error), the overlaps' are exact (an item overlaps only
 the few items that share a neighbour with it, which a sparse product finds). So an item's
 recommendations are the exact command's wherever they lie in its pool, and its distances are the
-exact command's to that estimate; what the pool misses is measured as recall (docs/scale_out.md).
+exact command's to that estimate; what the pool misses is measured as recall (docs/evaluation.md).
 With every other item a candidate and in the sample, the result is the exact one (tested).
 """
 
