@@ -820,8 +820,28 @@ def run_recommend(arguments: argparse.Namespace) -> None:
         peak = int(finished.stderr.strip().splitlines()[-1]) / 2**20
         print(f"| {arguments.items:,} | {call} | {seconds:.1f} | {peak:.2f} |", flush=True)
     print("\n" + finished.stdout)
+    if arguments.all:
+        print(table_summary(table))
     if arguments.all and arguments.recall_sample:
         print(table_recall(command, table, arguments.recall_sample))
+
+
+def table_summary(table: Path) -> str:
+    """The size of a Parquet table ``recommend --all`` wrote, its row groups, and how long pandas
+    takes to read it back (median of three)."""
+    import pandas as pd
+    import pyarrow.parquet as pq
+
+    spent = []
+    for _ in range(3):
+        started = time.perf_counter()
+        pd.read_parquet(table)
+        spent.append(time.perf_counter() - started)
+    seconds = statistics.median(spent)
+    return (
+        f"{table.name}: {table.stat().st_size / 2**20:.1f} MiB, {pq.ParquetFile(table).num_row_groups:,} "
+        f"row groups, read back by pandas in {seconds:.2f} s (median of 3)."
+    )
 
 
 def run_table_recall(arguments: argparse.Namespace) -> None:
@@ -830,7 +850,9 @@ def run_table_recall(arguments: argparse.Namespace) -> None:
 
     options = [option for option in arguments.recommend if option != "--"]
     command = [sys.executable, "-m", "metricbert_trainer.cli", "recommend", *options]
-    print(table_recall(command, Path(options[options.index("--output") + 1]), arguments.recall_sample))
+    table = Path(options[options.index("--output") + 1])
+    print(table_summary(table))
+    print(table_recall(command, table, arguments.recall_sample))
 
 
 def table_recall(command: list[str], table: Path, sample: int) -> str:

@@ -37,6 +37,10 @@ FORMATS = {".csv": "csv", ".tsv": "tsv", ".jsonl": "jsonl", ".parquet": "parquet
 # catalog of up to 5,792 items; at most MAX_CHUNK items, at least one.
 CHUNK_BYTES = 2**28
 MAX_CHUNK = 8192
+# Rows of a Parquet row group (pyarrow's own largest): chunks are gathered up to it. A group per
+# chunk made 782 of them at 100,000 items: 13.5 MiB read back in 0.08 s, against 10.4 MiB and
+# 0.03 s in one group (docs/evaluation.md).
+ROW_GROUP_ROWS = 2**20
 
 
 def recommendation_format(path: str | Path) -> str:
@@ -141,11 +145,12 @@ def write_recommendations(
 
 class _TableWriter:
     """Appends tables of the same columns to one file of ``kind``: text formats chunk after chunk,
-    Parquet as one row group per chunk."""
+    Parquet in row groups of ``ROW_GROUP_ROWS`` (chunks held until they fill one)."""
 
     def __init__(self, path: Path, kind: str) -> None:
         self.path, self.kind = path, kind
         self._parquet = None
+        self._pending: list = []
         self._started = False
 
     def __enter__(self) -> _TableWriter:
@@ -160,7 +165,9 @@ class _TableWriter:
             arrow = pa.Table.from_pandas(table, preserve_index=False)
             if self._parquet is None:
                 self._parquet = pq.ParquetWriter(self.path, arrow.schema)
-            self._parquet.write_table(arrow)
+            self._pending.append(arrow)
+            if sum(len(pending) for pending in self._pending) >= ROW_GROUP_ROWS:
+                self._write_pending()
         elif self.kind == "jsonl":
             with self.path.open("a", encoding="utf-8") as handle:
                 table.to_json(handle, orient="records", lines=True, force_ascii=False)
@@ -169,6 +176,14 @@ class _TableWriter:
             table.to_csv(self.path, sep=separator, index=False, header=not self._started, mode="a")
         self._started = True
 
-    def __exit__(self, *exc) -> None:
+    def _write_pending(self) -> None:
+        import pyarrow as pa
+
+        self._parquet.write_table(pa.concat_tables(self._pending), row_group_size=ROW_GROUP_ROWS)
+        self._pending = []
+
+    def __exit__(self, failed, *exc) -> None:
         if self._parquet is not None:
+            if self._pending and failed is None:  # a failed run's file is removed anyway
+                self._write_pending()
             self._parquet.close()

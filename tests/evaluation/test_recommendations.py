@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pyarrow.parquet as pq
 import pytest
 
+from metricbert_trainer.evaluation import recommendations
 from metricbert_trainer.evaluation.candidate_recommendations import (
     candidate_nearest_chunks,
     pool_overlaps,
@@ -74,6 +76,17 @@ def test_the_table_is_written_whole_and_reads_back(wines_80, tmp_path, suffix):
     expected = pd.concat(recommendation_chunks(scorer, wines_80, 4), ignore_index=True)
     pd.testing.assert_frame_equal(read, expected, check_dtype=False, atol=1e-6)
     assert list(tmp_path.iterdir()) == [path]
+    if suffix == ".parquet":  # the 12 chunks gathered into one row group
+        assert pq.ParquetFile(path).num_row_groups == 1
+
+
+def test_parquet_row_groups_hold_many_chunks_up_to_their_size(wines_80, tmp_path, monkeypatch):
+    monkeypatch.setattr(recommendations, "ROW_GROUP_ROWS", 50)
+    path = tmp_path / "recommendations.parquet"
+    write_recommendations(TfidfScorer(), wines_80, 4, path, chunk=7)  # 12 chunks of 28 rows or fewer
+    written = pq.ParquetFile(path)
+    sizes = [written.metadata.row_group(group).num_rows for group in range(written.num_row_groups)]
+    assert sum(sizes) == 320 and max(sizes) == 50 and len(sizes) < 12
 
 
 class FailingAfterOneChunk(TfidfScorer):
@@ -91,8 +104,9 @@ class FailingAfterOneChunk(TfidfScorer):
         return fail_on_second
 
 
-def test_a_run_stopped_midway_leaves_no_file_and_an_earlier_table_intact(wines_80, tmp_path):
-    path = tmp_path / "recommendations.csv"
+@pytest.mark.parametrize("suffix", [".csv", ".parquet"])
+def test_a_run_stopped_midway_leaves_no_file_and_an_earlier_table_intact(wines_80, tmp_path, suffix):
+    path = tmp_path / f"recommendations{suffix}"
     path.write_text("an earlier table\n")
     with pytest.raises(KeyboardInterrupt):
         write_recommendations(FailingAfterOneChunk(), wines_80, 4, path, chunk=10)
