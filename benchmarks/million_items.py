@@ -863,14 +863,12 @@ def table_recall(command: list[str], table: Path, sample: int) -> str:
     import pandas as pd
 
     from metricbert_trainer.cli import build_parser
-    from metricbert_trainer.cli.options import load_cli_catalog, name_and_path, ranking_scorer
-    from metricbert_trainer.evaluation.scorers import load_encoder
+    from metricbert_trainer.cli.options import load_cli_catalog
+    from metricbert_trainer.cli.recommend import command_scorer
 
     args = build_parser().parse_args(command[3:])
     catalog = load_cli_catalog(args)
-    name, path = name_and_path(args.model)
-    model, tokenizer = load_encoder(path, device="cpu")
-    scorer = ranking_scorer(args, model, tokenizer, name, cache_path=args.cache)
+    scorer = command_scorer(args)
     drawn = np.sort(np.random.default_rng(0).choice(len(catalog), size=sample, replace=False))
     nearest = scorer.nearest_ranker(catalog, args.top_k)
     # A few rows at a time: each holds several [rows, N] arrays while the fusion standardises them.

@@ -23,7 +23,7 @@ from metricbert_trainer.evaluation.recommendations import (
     recommendation_format,
     write_recommendations,
 )
-from metricbert_trainer.evaluation.scorers import load_encoder
+from metricbert_trainer.evaluation.scorers import Scorer, load_encoder
 from metricbert_trainer.publishing.markdown import markdown_table
 
 
@@ -78,10 +78,7 @@ def run(args: argparse.Namespace) -> int:
             f"No item with id {args.item!r} in {catalog.source} (ids come from the "
             f"{args.id_column!r} column; items with an empty text field are skipped)."
         ) from None
-    name, path = name_and_path(args.model)
-    model, tokenizer = load_encoder(path, device=args.device)
-    scorer = ranking_scorer(args, model, tokenizer, name, cache_path=args.cache)
-    neighbours = scorer.nearest(catalog, [item], args.top_k)
+    neighbours = command_scorer(args).nearest(catalog, [item], args.top_k)
     titles, ids = catalog.display_titles, catalog.ids
     print(f"Most similar to {titles[item]} (id {ids[item]}), by {ranking_label(args)}:\n")
     rows = [
@@ -104,15 +101,20 @@ def run_all(args: argparse.Namespace) -> int:
     check_new_file(args.output, option="--output", reads=[args.catalog], overwrite=args.overwrite)
     check_caches(args)
     catalog = load_cli_catalog(args)
-    name, path = name_and_path(args.model)
-    model, tokenizer = load_encoder(path, device=args.device)
-    scorer = ranking_scorer(args, model, tokenizer, name, cache_path=args.cache)
     written = write_recommendations(
-        scorer, catalog, args.top_k, args.output, candidates=args.candidates, show_progress=True
+        command_scorer(args), catalog, args.top_k, args.output, candidates=args.candidates, show_progress=True
     )
     among = f", each searched among {args.candidates} candidates" if args.candidates else ""
     print(f"{args.output}: {written} neighbours of {len(catalog)} items, by {ranking_label(args)}{among}.")
     return 0
+
+
+def command_scorer(args: argparse.Namespace) -> Scorer:
+    """The ranking the command's options ask for (``--model`` under ``ranking_scorer``), caches
+    beside ``--cache``."""
+    name, path = name_and_path(args.model)
+    model, tokenizer = load_encoder(path, device=args.device)
+    return ranking_scorer(args, model, tokenizer, name, cache_path=args.cache)
 
 
 def ranking_label(args: argparse.Namespace) -> str:

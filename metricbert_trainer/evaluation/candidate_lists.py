@@ -29,7 +29,7 @@ from sklearn.preprocessing import normalize
 
 from metricbert_trainer.base.distances import Distance
 from metricbert_trainer.data.catalog import Catalog
-from metricbert_trainer.evaluation.hybrid import FusedScorer, fused_ranker
+from metricbert_trainer.evaluation.hybrid import FusedScorer, fused_ranker, standardised
 from metricbert_trainer.evaluation.neighbours import inner_product_index, top_k
 from metricbert_trainer.evaluation.scorers import Scorer, VectorScorer
 
@@ -284,12 +284,28 @@ def pooled_fusion(
     summed."""
     fused = np.zeros(pool.shape, dtype=np.float64)
     fused_drawn = np.zeros((len(rows), len(drawn)), dtype=np.float64)
-    others = drawn[None, :] != rows[:, None]  # an item's distance to itself is not a candidate's
     for (distance, weight), part_views in zip(parts, views, strict=True):
-        kept = np.where(others, sample_distances(part_views, distance, rows, drawn), np.nan)
-        mean = np.nanmean(kept, axis=1, keepdims=True)
-        spread = np.nanstd(kept, axis=1, keepdims=True)
-        scale = np.where(spread > 0, spread, np.inf)  # no spread: this part does not move the row
-        fused += weight * (pair_distances(part_views, distance, rows, pool) - mean) / scale
-        fused_drawn += weight * (kept - mean) / scale
+        pooled, sampled = sample_standardised(*part_distances(part_views, distance, rows, pool, drawn))
+        fused += weight * pooled
+        fused_drawn += weight * sampled
     return fused, fused_drawn
+
+
+def part_distances(
+    views: Sequence, distance: Distance, rows: np.ndarray, pool: np.ndarray, drawn: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """One part's summed distance from each of ``rows`` to its ``pool`` items and to the ``drawn``
+    items, NaN at the row's own item (an item's distance to itself is not a candidate's)."""
+    others = drawn[None, :] != rows[:, None]
+    return (
+        pair_distances(views, distance, rows, pool),
+        np.where(others, sample_distances(views, distance, rows, drawn), np.nan),
+    )
+
+
+def sample_standardised(pooled: np.ndarray, drawn: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``pooled`` and ``drawn`` (rows of distances, NaN where not a candidate) standardised per row
+    by the mean and spread of the row's ``drawn`` values."""
+    mean = np.nanmean(drawn, axis=1, keepdims=True)
+    spread = np.nanstd(drawn, axis=1, keepdims=True)
+    return standardised(pooled, mean, spread), standardised(drawn, mean, spread)

@@ -18,7 +18,6 @@ With every other item a candidate and in the sample, the result is the exact one
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterator, Sequence
 
 import numpy as np
@@ -31,14 +30,14 @@ from metricbert_trainer.evaluation.candidate_lists import (
     DEFAULT_SAMPLE,
     PartViews,
     candidate_pools,
-    pair_distances,
+    part_distances,
     pooled_fusion,
     prepared_parts,
     prepared_ranker,
-    sample_distances,
+    sample_standardised,
     spread_sample,
 )
-from metricbert_trainer.evaluation.hybrid import FusedScorer
+from metricbert_trainer.evaluation.hybrid import FusedScorer, standardised
 from metricbert_trainer.evaluation.neighbours import TopK
 from metricbert_trainer.evaluation.scorers import Scorer
 from metricbert_trainer.evaluation.shared_neighbours import (
@@ -46,8 +45,6 @@ from metricbert_trainer.evaluation.shared_neighbours import (
     membership,
     shared_counts,
 )
-
-logger = logging.getLogger(__name__)
 
 
 def candidate_nearest_chunks(
@@ -74,15 +71,10 @@ def candidate_nearest_chunks(
     prepared = prepared_parts(base, catalog)
     count = len(catalog)
     members = lists = None
-    if reranking and reranking.neighbours < count - 1:
+    if reranking and reranking.reranks(catalog):
         lists = reranking.lists(prepared_ranker(base, prepared), catalog, prepared)
         sets = membership(lists)
         members = (sets, sets.T.tocsr())  # transposed once, not once per chunk
-    elif reranking:
-        logger.warning(
-            "%s: %d items are too few for %d shared neighbours each; ranking by %s alone.",
-            reranking.name, count, reranking.neighbours, base.name,
-        )  # fmt: skip
     parts = [(part.distance, weight, vectors) for part, weight, vectors in prepared]
     views, pools = candidate_pools(
         parts, candidates, backend=backend, faiss_index=faiss_index, faiss_parameters=faiss_parameters
@@ -128,11 +120,7 @@ def pool_distances(
     if standardised:
         return pooled_fusion(parts, views, rows, pool, drawn)
     (distance, _), part_views = parts[0], views[0]
-    others = drawn[None, :] != rows[:, None]
-    return (
-        pair_distances(part_views, distance, rows, pool),
-        np.where(others, sample_distances(part_views, distance, rows, drawn), np.nan),
-    )
+    return part_distances(part_views, distance, rows, pool, drawn)
 
 
 def reranked_pool(
@@ -146,12 +134,9 @@ def reranked_pool(
     by their mean and spread over the drawn items, the overlaps by theirs over every other item.
     ``members``: the lists' ``membership`` and its transpose as CSR."""
     pooled, drawn = base
-    mean = np.nanmean(drawn, axis=1, keepdims=True)
-    spread = np.nanstd(drawn, axis=1, keepdims=True)
-    standardised_base = (pooled - mean) / np.where(spread > 0, spread, np.inf)
+    standardised_base, _ = sample_standardised(pooled, drawn)
     overlaps, overlap_mean, overlap_spread = pool_overlaps(*members, rows, pool)
-    standardised_overlaps = (overlaps - overlap_mean) / np.where(overlap_spread > 0, overlap_spread, np.inf)
-    return (1 - weight) * standardised_base - weight * standardised_overlaps
+    return (1 - weight) * standardised_base - weight * standardised(overlaps, overlap_mean, overlap_spread)
 
 
 def pool_overlaps(

@@ -44,8 +44,13 @@ def standardised_rows(rows: np.ndarray, queries: Sequence[int]) -> np.ndarray:
     spread = np.sqrt(
         np.where(candidates, (rows - mean) ** 2, 0).sum(axis=1, keepdims=True, dtype=np.float64) / count
     )
-    scale = np.where(spread > 0, spread, np.inf)  # no spread: every candidate standardises to 0
-    return ((rows - mean) / scale).astype(np.float32)
+    return standardised(rows, mean, spread).astype(np.float32)
+
+
+def standardised(values: np.ndarray, mean: np.ndarray, spread: np.ndarray) -> np.ndarray:
+    """``(values - mean) / spread``; a row without spread becomes zeros: it does not move the
+    ranking."""
+    return (values - mean) / np.where(spread > 0, spread, np.inf)
 
 
 @dataclass

@@ -237,17 +237,24 @@ class SharedNeighbourScorer(Scorer):
         # Lists searched among candidates read the base's vectors, which its ranker is built from too.
         prepared = prepared_parts(self.base, catalog) if self.searched(catalog) else None
         rank = prepared_ranker(self.base, prepared) if prepared else self.base.row_ranker(catalog)
-        if self.neighbours >= len(catalog) - 1:
-            logger.warning(
-                "%s: %d items are too few for %d shared neighbours each; ranking by %s alone.",
-                self.name, len(catalog), self.neighbours, self.base.name,
-            )  # fmt: skip
+        if not self.reranks(catalog):
             return rank
         members = membership(self.lists(rank, catalog, prepared))
         transposed = members.T.tocsr()
         return lambda rows: reranked_rows(
             rank(rows), overlap_rows(members, rows, transposed), self.weight, rows
         )
+
+    def reranks(self, catalog: Catalog) -> bool:
+        """Whether ``catalog`` has items enough for the lists; if not, a warning that ``base``
+        alone ranks it (every set would hold every item)."""
+        if self.neighbours < len(catalog) - 1:
+            return True
+        logger.warning(
+            "%s: %d items are too few for %d shared neighbours each; ranking by %s alone.",
+            self.name, len(catalog), self.neighbours, self.base.name,
+        )  # fmt: skip
+        return False
 
     def searched(self, catalog: Catalog) -> int:
         """How many candidates each item's list is searched among: 0 (every item) when
