@@ -21,6 +21,7 @@ from metricbert_trainer.evaluation.neighbours import mode_label
 from metricbert_trainer.evaluation.recommendations import (
     FORMATS,
     recommendation_format,
+    shard_items,
     write_recommendations,
 )
 from metricbert_trainer.evaluation.scorers import Scorer, load_encoder
@@ -59,15 +60,33 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         "estimated on 2,048 sampled items: N*C distances instead of N^2, for catalogs of a million items, "
         "with --shared-neighbour-candidates for the lists (docs/evaluation.md); 0 compares every pair (default).",
     )
+    recommend.add_argument(
+        "--num-shards",
+        type=integer_at_least(1),
+        default=1,
+        metavar="N",
+        help="With --all: split the items into N contiguous shards and write only the rows of shard "
+        "--shard-index, each ranked against the whole catalog, so that N jobs (on N machines, reading "
+        "the same --cache) write the table in N parts whose concatenation in shard order is the whole "
+        "table (default 1: every item).",
+    )
+    recommend.add_argument(
+        "--shard-index",
+        type=integer_at_least(0),
+        default=0,
+        metavar="I",
+        help="With --num-shards: which shard to write, from 0 to N-1 (default 0).",
+    )
     recommend.set_defaults(command=run)
 
 
 def run(args: argparse.Namespace) -> int:
     if args.all:
         return run_all(args)
-    if args.output or args.candidates:
+    if args.output or args.candidates or args.num_shards > 1 or args.shard_index:
         raise UsageError(
-            "--output and --candidates are for every item's neighbours; pass --all, or leave them out for one --item"
+            "--output, --candidates and the shard options are for every item's neighbours; pass --all, "
+            "or leave them out for one --item"
         )
     check_caches(args)
     catalog = load_cli_catalog(args)
@@ -97,16 +116,34 @@ def run_all(args: argparse.Namespace) -> int:
         raise UsageError("--all writes a table: name it with --output (for example recommendations.csv)")
     if args.candidates and args.candidates < args.top_k:
         raise UsageError(f"--candidates ({args.candidates}) must be 0 or at least --top-k ({args.top_k})")
+    if args.shard_index >= args.num_shards:
+        raise UsageError(f"--shard-index ({args.shard_index}) must be below --num-shards ({args.num_shards})")
     recommendation_format(args.output)
     check_new_file(args.output, option="--output", reads=[args.catalog], overwrite=args.overwrite)
     check_caches(args)
     catalog = load_cli_catalog(args)
+    items = shard_items(len(catalog), args.num_shards, args.shard_index)
     written = write_recommendations(
-        command_scorer(args), catalog, args.top_k, args.output, candidates=args.candidates, show_progress=True
+        command_scorer(args),
+        catalog,
+        args.top_k,
+        args.output,
+        candidates=args.candidates,
+        items=items,
+        show_progress=True,
     )
     among = f", each searched among {args.candidates} candidates" if args.candidates else ""
-    print(f"{args.output}: {written} neighbours of {len(catalog)} items, by {ranking_label(args)}{among}.")
+    of = f"{len(items)} items" if args.num_shards == 1 else shard_label(items, len(catalog), args)
+    print(f"{args.output}: {written} neighbours of {of}, by {ranking_label(args)}{among}.")
     return 0
+
+
+def shard_label(items, count: int, args: argparse.Namespace) -> str:
+    """How a shard's items are named in the closing line: their count, index and catalog rows."""
+    return (
+        f"{len(items)} items (shard {args.shard_index} of {args.num_shards}: catalog rows "
+        f"{items[0]} to {items[-1]} of {count})"
+    )
 
 
 def command_scorer(args: argparse.Namespace) -> Scorer:

@@ -109,15 +109,22 @@ def stacked_unit_views(vectors: dict) -> tuple[np.ndarray, list[np.ndarray]]:
 
 
 def faiss_candidate_pools(
-    stacked: np.ndarray, candidates: int, factory: str, parameters: str, chunk: int = SEARCH_CHUNK
+    stacked: np.ndarray,
+    candidates: int,
+    factory: str,
+    parameters: str,
+    chunk: int = SEARCH_CHUNK,
+    items: np.ndarray | None = None,
 ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-    """``(rows, [len(rows), candidates])`` for every ``chunk`` items: each item's ``candidates``
-    nearest other items by the summed cosine of its ``stacked`` unit views, from one FAISS index
-    built by ``factory`` and searched with ``parameters``; the index's order, the item itself left
-    out (the last one found when the search missed the item itself)."""
+    """``(rows, [len(rows), candidates])`` for every ``chunk`` of ``items`` (every item by
+    default): each item's ``candidates`` nearest other items by the summed cosine of its
+    ``stacked`` unit views, from one FAISS index of every item built by ``factory`` and searched
+    with ``parameters``; the index's order, the item itself left out (the last one found when the
+    search missed the item itself)."""
     index = inner_product_index(stacked, factory, parameters)
-    for start in range(0, len(stacked), chunk):
-        rows = np.arange(start, min(start + chunk, len(stacked)))
+    items = np.arange(len(stacked)) if items is None else np.asarray(items)
+    for start in range(0, len(items), chunk):
+        rows = items[start : start + chunk]
         _, found = index.search(stacked[rows], candidates + 1)  # +1: the item itself
         others = found != rows[:, None]
         kept = np.take_along_axis(found, np.argsort(~others, axis=1, kind="stable"), axis=1)[:, :candidates]
@@ -201,13 +208,15 @@ def candidate_pools(
     backend: str = "exact",
     faiss_index: str = "HNSW32",
     faiss_parameters: str = "efSearch=256",
+    items: np.ndarray | None = None,
 ) -> tuple[PartViews, Iterable[tuple[np.ndarray, np.ndarray]]]:
-    """Each part's unit views and ``(rows, [len(rows), candidates])`` pools covering every item:
-    each item's ``candidates`` nearest other items under the first part. ``backend``: ``exact``
-    compares every pair under the first part's distance (``neighbours.top_k``, one pool of all
-    items), ``faiss`` searches one index of its unit views (``faiss_index``, ``faiss_parameters``)
-    by their summed cosine, ``SEARCH_CHUNK`` items at a time. Every part needs an angular or cosine
-    distance (callers leave parts of weight 0 out)."""
+    """Each part's unit views and ``(rows, [len(rows), candidates])`` pools covering ``items``
+    (every item by default): each item's ``candidates`` nearest other items of the whole catalog
+    under the first part. ``backend``: ``exact`` compares every pair under the first part's
+    distance (``neighbours.top_k``, one pool of all the items), ``faiss`` searches one index of its
+    unit views (``faiss_index``, ``faiss_parameters``) by their summed cosine, ``SEARCH_CHUNK``
+    items at a time. Every part needs an angular or cosine distance (callers leave parts of weight
+    0 out)."""
     for number, (distance, _, _) in enumerate(parts):
         check_searchable(distance, f"part {number} of the fusion")
     count = np.shape(next(iter(parts[0][2].values())))[0]
@@ -219,13 +228,13 @@ def candidate_pools(
         # FAISS orders by the summed cosine, a close proxy of a sum of angles; the fusion re-scores
         # the candidates anyway, so the index is asked for exactly as many as are kept.
         stacked, first_views = stacked_unit_views(first_vectors)
-        pools = faiss_candidate_pools(stacked, candidates, faiss_index, faiss_parameters)
+        pools = faiss_candidate_pools(stacked, candidates, faiss_index, faiss_parameters, items=items)
     elif backend == "exact":
         first_views = unit_views(first_vectors)
-        # Every pair under the first part's distance (neighbours.top_k), all items as one pool.
-        pools = [
-            (np.arange(count), top_k(first_vectors, first_distance, candidates, backend="exact").indices)
-        ]
+        # Every pair under the first part's distance (neighbours.top_k), all the items as one pool.
+        items = np.arange(count) if items is None else np.asarray(items)
+        nearest = top_k(first_vectors, first_distance, candidates, queries=items, backend="exact")
+        pools = [(items, nearest.indices)]
     else:
         raise ValueError(f"Unknown candidate backend {backend!r}; use 'exact' or 'faiss'.")
     views.insert(0, first_views)

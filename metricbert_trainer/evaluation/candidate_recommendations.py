@@ -59,11 +59,14 @@ def candidate_nearest_chunks(
     backend: str = "faiss",
     faiss_index: str = "HNSW32",
     faiss_parameters: str = "efSearch=256",
+    items: np.ndarray | None = None,
 ) -> Iterator[tuple[np.ndarray, TopK]]:
-    """``(rows, TopK)`` for every item, ``chunk`` items at a time: each item's ``k`` nearest other
-    items under ``scorer`` (a vector scorer, a fusion of them, or either re-ranked by shared
-    neighbours) among its pool (this module's docstring), nearest first, ties in catalog order.
-    ``backend`` and the FAISS settings search the pools (``candidate_lists.candidate_pools``)."""
+    """``(rows, TopK)`` for every item of ``items`` (the whole catalog by default), ``chunk`` items
+    at a time: each item's ``k`` nearest other items under ``scorer`` (a vector scorer, a fusion of
+    them, or either re-ranked by shared neighbours) among its pool (this module's docstring),
+    nearest first, ties in catalog order. ``backend`` and the FAISS settings search the pools
+    (``candidate_lists.candidate_pools``). A share of ``items`` gets the rows the whole catalog's
+    call gives those items: the index, the lists and the sampled spreads are the whole catalog's."""
     if not 0 < k <= candidates:
         raise ValueError(f"Need 0 < k ({k}) <= candidates ({candidates}).")
     reranking = scorer if isinstance(scorer, SharedNeighbourScorer) else None
@@ -77,7 +80,12 @@ def candidate_nearest_chunks(
         members = (sets, sets.T.tocsr())  # transposed once, not once per chunk
     parts = [(part.distance, weight, vectors) for part, weight, vectors in prepared]
     views, pools = candidate_pools(
-        parts, candidates, backend=backend, faiss_index=faiss_index, faiss_parameters=faiss_parameters
+        parts,
+        candidates,
+        backend=backend,
+        faiss_index=faiss_index,
+        faiss_parameters=faiss_parameters,
+        items=items,
     )
     weighed = [(distance, weight) for distance, weight, _ in parts]
     # A fusion's parts are standardised and summed; a single scorer ranks by its own distance.

@@ -53,6 +53,19 @@ def recommendation_format(path: str | Path) -> str:
     return FORMATS[suffix]
 
 
+def shard_items(count: int, num_shards: int, index: int) -> np.ndarray:
+    """The items of shard ``index`` of ``num_shards``: a contiguous range of the ``count`` items,
+    the first ``count % num_shards`` shards one item longer (as ``datasets.Dataset.shard`` with
+    ``contiguous=True``), so the shards' tables, concatenated in index order, are the whole one."""
+    if not 0 <= index < num_shards:
+        raise ValueError(f"Need 0 <= shard index ({index}) < number of shards ({num_shards}).")
+    if num_shards > count:
+        raise ValueError(f"{num_shards} shards of {count} items would leave some empty; use at most {count}.")
+    size, longer = divmod(count, num_shards)
+    start = index * size + min(index, longer)
+    return np.arange(start, start + size + (index < longer))
+
+
 def chunk_size(items: int) -> int:
     """How many items one chunk ranks in a catalog of ``items``: ``CHUNK_BYTES`` of distance rows."""
     return int(np.clip(CHUNK_BYTES // (8 * max(items, 1)), 1, MAX_CHUNK))
@@ -65,17 +78,19 @@ def recommendation_chunks(
     *,
     chunk: int | None = None,
     candidates: int = 0,
+    items: np.ndarray | None = None,
     show_progress: bool = False,
 ) -> Iterator[pd.DataFrame]:
     """Every item's ``k`` nearest other items under ``scorer``, a table of ``COLUMNS`` per chunk of
     ``chunk`` items (``chunk_size`` by default), in catalog order, nearest first (rank 1).
     ``candidates``: search each item's among its pool of candidates instead
     (``candidate_recommendations``, its own chunks); 0, or as many as every other item, compares
-    every pair."""
-    count = len(catalog)
+    every pair. ``items``: only these items' rows (a shard, ``shard_items``), ranked against the
+    whole catalog as the whole table ranks them."""
+    items = np.arange(len(catalog)) if items is None else np.asarray(items)
     ids = np.asarray(catalog.ids, dtype=object)
-    with tqdm(total=count, desc="Recommending", unit="item", disable=not show_progress) as progress:
-        for queries, found in nearest_chunks(scorer, catalog, k, chunk, candidates):
+    with tqdm(total=len(items), desc="Recommending", unit="item", disable=not show_progress) as progress:
+        for queries, found in nearest_chunks(scorer, catalog, k, chunk, candidates, items):
             listed = found.indices.shape[1]
             yield pd.DataFrame(
                 {
@@ -89,17 +104,17 @@ def recommendation_chunks(
 
 
 def nearest_chunks(
-    scorer: Scorer, catalog: Catalog, k: int, chunk: int | None, candidates: int
+    scorer: Scorer, catalog: Catalog, k: int, chunk: int | None, candidates: int, items: np.ndarray
 ) -> Iterator[tuple[np.ndarray, TopK]]:
-    """``(items, TopK)`` chunk after chunk for ``recommendation_chunks``."""
+    """``(queries, TopK)`` chunk after chunk of ``items`` for ``recommendation_chunks``."""
     count = len(catalog)
     if 0 < candidates < count - 1:
-        yield from candidate_nearest_chunks(scorer, catalog, k, candidates)
+        yield from candidate_nearest_chunks(scorer, catalog, k, candidates, items=items)
         return
     chunk = chunk or chunk_size(count)
     nearest = scorer.nearest_ranker(catalog, k)
-    for start in range(0, count, chunk):
-        queries = np.arange(start, min(start + chunk, count))
+    for start in range(0, len(items), chunk):
+        queries = items[start : start + chunk]
         yield queries, nearest(queries)
 
 
@@ -111,11 +126,13 @@ def write_recommendations(
     *,
     chunk: int | None = None,
     candidates: int = 0,
+    items: np.ndarray | None = None,
     show_progress: bool = False,
 ) -> int:
-    """Writes ``recommendation_chunks`` to ``path`` (CSV, TSV, JSONL or Parquet, by its suffix) and
-    returns the rows written. The table is written beside ``path`` and renamed when complete, so an
-    interrupted or failed run leaves no partial file behind."""
+    """Writes ``recommendation_chunks`` (of ``items``, every item by default) to ``path`` (CSV,
+    TSV, JSONL or Parquet, by its suffix) and returns the rows written. The table is written beside
+    ``path`` and renamed when complete, so an interrupted or failed run leaves no partial file
+    behind."""
     path = Path(path)
     kind = recommendation_format(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -125,7 +142,13 @@ def write_recommendations(
     try:
         with _TableWriter(partial, kind) as writer:
             for table in recommendation_chunks(
-                scorer, catalog, k, chunk=chunk, candidates=candidates, show_progress=show_progress
+                scorer,
+                catalog,
+                k,
+                chunk=chunk,
+                candidates=candidates,
+                items=items,
+                show_progress=show_progress,
             ):
                 writer.write(table)
                 written += len(table)
@@ -136,7 +159,7 @@ def write_recommendations(
     logger.info(
         "Wrote %d recommendations (%d items) to %s in %.1f s.",
         written,
-        len(catalog),
+        len(catalog) if items is None else len(items),
         path,
         time.perf_counter() - started,
     )

@@ -255,6 +255,41 @@ def test_recommend_all_writes_every_items_neighbours_as_one_item_lists_them(
     assert recall > 0.8
 
 
+def test_recommend_all_in_shards_writes_the_whole_table_in_parts(files, tiny_model_path, tmp_path, capsys):
+    """``--num-shards N --shard-index I``: N calls, as N machines would make them, whose tables
+    concatenated in shard order are the one call's table."""
+    common = ["recommend", "--model", tiny_model_path, "--catalog", str(files / "wines.csv"), "--top-k", "4"]
+    whole = tmp_path / "whole.parquet"
+    assert main([*common, "--all", "--output", str(whole)]) == 0
+    parts = []
+    for index in range(3):
+        part = tmp_path / f"part-{index}.parquet"
+        assert (
+            main([*common, "--all", "--output", str(part), "--num-shards", "3", "--shard-index", str(index)])
+            == 0
+        )
+        parts.append(pd.read_parquet(part))
+    out = capsys.readouterr().out
+    assert "80 neighbours of 20 items (shard 2 of 3: catalog rows 40 to 59 of 60), by Metric_Inf" in out
+    pd.testing.assert_frame_equal(pd.concat(parts, ignore_index=True), pd.read_parquet(whole))
+    refused = {
+        "--shard-index (3) must be below --num-shards (3)": [
+            "--all",
+            "--num-shards",
+            "3",
+            "--shard-index",
+            "3",
+        ],
+        "61 shards of 60 items would leave some empty": ["--all", "--num-shards", "61"],
+        "the shard options are for every item's neighbours": ["--item", "7", "--num-shards", "2"],
+    }
+    for message, options in refused.items():
+        output = ["--output", str(tmp_path / "refused.csv")] if "--all" in options else []
+        assert main([*common, *options, *output]) == 1
+        assert message in capsys.readouterr().err
+    assert not (tmp_path / "refused.csv").exists()
+
+
 def test_encode_writes_the_cache_recommend_then_reads(files, tiny_model_path, tmp_path, capsys, caplog):
     """``metricbert encode`` fills the embedding cache that ``recommend`` with the same model,
     ``--max-length`` and ``--scorer`` reads back without encoding, answering as it does alone."""

@@ -7,6 +7,7 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
+from datasets import Dataset
 
 from metricbert_trainer.evaluation import recommendations
 from metricbert_trainer.evaluation.candidate_recommendations import (
@@ -21,6 +22,7 @@ from metricbert_trainer.evaluation.recommendations import (
     MAX_CHUNK,
     chunk_size,
     recommendation_chunks,
+    shard_items,
     write_recommendations,
 )
 from metricbert_trainer.evaluation.scorers import TfidfScorer
@@ -189,3 +191,50 @@ def test_pooled_overlaps_and_their_moments_are_the_whole_rows():
 def test_only_an_items_later_repeats_in_its_pool_are_marked():
     pool = np.array([[4, 1, 4, 2, 1], [0, 1, 2, 3, 5]])
     assert repeated_in_row(pool).tolist() == [[False, False, True, False, True], [False] * 5]
+
+
+@pytest.mark.parametrize("count", [1, 7, 80, 81])
+def test_shards_are_contiguous_ranges_as_datasets_cuts_them(count):
+    whole = Dataset.from_dict({"item": list(range(count))})
+    for num_shards in {1, 2, 3, 7} & set(range(1, count + 1)):
+        shards = [shard_items(count, num_shards, index) for index in range(num_shards)]
+        assert np.array_equal(np.concatenate(shards), np.arange(count))
+        for index, items in enumerate(shards):
+            assert list(items) == whole.shard(num_shards, index, contiguous=True)["item"]
+    with pytest.raises(ValueError, match="shard index \\(2\\) < number of shards \\(2\\)"):
+        shard_items(count, 2, 2)
+    with pytest.raises(ValueError, match=f"{count + 1} shards of {count} items would leave some empty"):
+        shard_items(count, count + 1, 0)
+
+
+def test_shards_concatenated_are_the_whole_table(wines_80, tiny_encoder):
+    """Each shard's rows are ranked against the whole catalog (its index, lists and sampled
+    spreads), so its rows are the whole table's rows for its items, exact or among candidates."""
+    scorer = ranking_of("reranked", tiny_encoder)
+    whole = pd.concat(recommendation_chunks(scorer, wines_80, 5), ignore_index=True)
+    flat = {"faiss_index": "Flat", "faiss_parameters": ""}
+    among = list(candidate_nearest_chunks(scorer, wines_80, 5, 20, chunk=13, **flat))
+    for num_shards in (2, 3):
+        shards = [shard_items(80, num_shards, index) for index in range(num_shards)]
+        table = pd.concat(
+            [table for items in shards for table in recommendation_chunks(scorer, wines_80, 5, items=items)],
+            ignore_index=True,
+        )
+        pd.testing.assert_frame_equal(table, whole, check_exact=False, rtol=0, atol=1e-6)
+        sharded = [
+            found
+            for items in shards
+            for found in candidate_nearest_chunks(scorer, wines_80, 5, 20, chunk=13, items=items, **flat)
+        ]
+        assert np.array_equal(np.concatenate([rows for rows, _ in sharded]), np.arange(80))
+        assert np.array_equal(
+            np.concatenate([found.indices for _, found in sharded]),
+            np.concatenate([found.indices for _, found in among]),
+        )
+        # To float rounding: a chunk's products with the sampled items round with its other rows.
+        np.testing.assert_allclose(
+            np.concatenate([found.distances for _, found in sharded]),
+            np.concatenate([found.distances for _, found in among]),
+            rtol=0,
+            atol=1e-5,
+        )
