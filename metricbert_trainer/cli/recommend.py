@@ -58,7 +58,8 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         help="With --all: search each item's neighbours among its C nearest items under the model (a FAISS "
         "HNSW index) and its shared-neighbour list, scored by the whole ranking with each item's spread "
         "estimated on 2,048 sampled items: N*C distances instead of N^2, for catalogs of a million items, "
-        "with --shared-neighbour-candidates for the lists (docs/evaluation.md); 0 compares every pair (default).",
+        "with --shared-neighbour-candidates for the lists (docs/evaluation.md; lists searched among at least C "
+        "lend their candidates, so nothing is searched twice); 0 compares every pair (default).",
     )
     recommend.add_argument(
         "--num-shards",

@@ -209,14 +209,19 @@ def candidate_pools(
     faiss_index: str = "HNSW32",
     faiss_parameters: str = "efSearch=256",
     items: np.ndarray | None = None,
+    searched: np.ndarray | None = None,
 ) -> tuple[PartViews, Iterable[tuple[np.ndarray, np.ndarray]]]:
     """Each part's unit views and ``(rows, [len(rows), candidates])`` pools covering ``items``
     (every item by default): each item's ``candidates`` nearest other items of the whole catalog
     under the first part. ``backend``: ``exact`` compares every pair under the first part's
     distance (``neighbours.top_k``, one pool of all the items), ``faiss`` searches one index of its
     unit views (``faiss_index``, ``faiss_parameters``) by their summed cosine, ``SEARCH_CHUNK``
-    items at a time. Every part needs an angular or cosine distance (callers leave parts of weight
-    0 out)."""
+    items at a time. ``searched``: every item's candidates from an earlier search of the same
+    backend and index, at least ``candidates`` of them, nearest first: their first ``candidates``
+    are the pools, and nothing is searched (FAISS's HNSW explores its ``efSearch`` nearest
+    whatever count up to it is asked for, so the first of a larger search are a smaller one's;
+    docs/evaluation.md compares the two). Every part needs an angular or cosine distance (callers
+    leave parts of weight 0 out)."""
     for number, (distance, _, _) in enumerate(parts):
         check_searchable(distance, f"part {number} of the fusion")
     count = np.shape(next(iter(parts[0][2].values())))[0]
@@ -224,7 +229,15 @@ def candidate_pools(
         raise ValueError(f"Need 0 < candidates ({candidates}) < items ({count}).")
     first_distance, _, first_vectors = parts[0]
     views = [unit_views(vectors) for _, _, vectors in parts[1:]]
-    if backend == "faiss":
+    if searched is not None:
+        if searched.shape != (count, max(candidates, searched.shape[1])):
+            raise ValueError(
+                f"The searched candidates ({searched.shape}) must hold at least {candidates} for each of {count} items."
+            )
+        first_views = unit_views(first_vectors)
+        items = np.arange(count) if items is None else np.asarray(items)
+        pools = [(items, searched[items, :candidates])]
+    elif backend == "faiss":
         # FAISS orders by the summed cosine, a close proxy of a sum of angles; the fusion re-scores
         # the candidates anyway, so the index is asked for exactly as many as are kept.
         stacked, first_views = stacked_unit_views(first_vectors)
@@ -255,12 +268,15 @@ def fused_candidate_lists(
     sample: int = DEFAULT_SAMPLE,
     seed: int = 0,
     chunk: int = CHUNK,
+    pools_out: np.ndarray | None = None,
     **search,
 ) -> np.ndarray:
     """``[N, neighbours]``: each item's ``neighbours`` nearest other items under the fusion of
     ``parts`` (each part's summed per-view distance, standardised per row, weighted and summed),
     searched among its ``candidates`` nearest under the first part (``candidate_pools``, which
-    ``search`` configures), nearest first, ties by catalog order."""
+    ``search`` configures), nearest first, ties by catalog order. ``pools_out``: an
+    ``[N, candidates]`` array each item's candidates are written into (NumPy's ``out``), for a
+    caller that reuses the search (``candidate_recommendations``)."""
     parts = [(Distance(distance), weight, vectors) for distance, weight, vectors in parts if weight]
     if not parts:
         raise ValueError("Every part of the fusion weighs 0, so nothing ranks the items.")
@@ -274,6 +290,8 @@ def fused_candidate_lists(
     for searched, searched_pools in pools:
         for start in range(0, len(searched), chunk):
             rows, pool = searched[start : start + chunk], searched_pools[start : start + chunk]
+            if pools_out is not None:
+                pools_out[rows] = pool
             fused, _ = pooled_fusion(weighed, views, rows, pool, drawn)
             order = np.lexsort((pool, fused), axis=1)[:, :neighbours]
             lists[rows] = np.take_along_axis(pool, order, axis=1)

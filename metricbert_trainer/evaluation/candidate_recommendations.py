@@ -5,7 +5,10 @@ exact and grows with ``N^2``: tens of minutes at a hundred thousand items, about
 on two cores (docs/evaluation.md).
 Here each item's recommendations are searched among a pool: its ``candidates`` nearest items under
 the encoder (one FAISS index of its unit views, ``candidate_lists.candidate_pools``) and, when the
-ranking re-ranks by shared neighbours, the items of its own neighbour list. The pool is scored by
+ranking re-ranks by shared neighbours, the items of its own neighbour list. When those lists were
+themselves searched among at least ``candidates`` of the encoder's nearest, by the same index,
+their search serves (``SharedNeighbourScorer.searched_lists`` keeps it, in memory and in the lists
+cache): at a million items that skips building the index and searching it, about half the call. The pool is scored by
 the whole ranking: the fusion's parts, each standardised per item, and the re-ranking's overlaps.
 Those standardisations need each item's mean and spread over the whole catalog: the fusion's parts
 and the base ranking's are estimated on ``sample`` items drawn at random, the same for every item
@@ -18,6 +21,7 @@ With every other item a candidate and in the sample, the result is the exact one
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator, Sequence
 
 import numpy as np
@@ -46,6 +50,8 @@ from metricbert_trainer.evaluation.shared_neighbours import (
     shared_counts,
 )
 
+logger = logging.getLogger(__name__)
+
 
 def candidate_nearest_chunks(
     scorer: Scorer,
@@ -73,11 +79,29 @@ def candidate_nearest_chunks(
     base = reranking.base if reranking else scorer
     prepared = prepared_parts(base, catalog)
     count = len(catalog)
-    members = lists = None
+    members = lists = earlier = None
     if reranking and reranking.reranks(catalog):
-        lists = reranking.lists(prepared_ranker(base, prepared), catalog, prepared)
+        listed = reranking.searched_lists(prepared_ranker(base, prepared), catalog, prepared, pools=True)
+        lists = listed.lists
         sets = membership(lists)
         members = (sets, sets.T.tocsr())  # transposed once, not once per chunk
+        same_search = (reranking.candidate_backend, reranking.faiss_index, reranking.faiss_parameters) == (
+            backend,
+            faiss_index,
+            faiss_parameters,
+        )
+        # The lists were searched among the first part's nearest (a part of weight 0 is left out there).
+        if (
+            same_search
+            and prepared[0][1]
+            and listed.pools is not None
+            and listed.pools.shape[1] >= candidates
+        ):
+            earlier = listed.pools
+            logger.info(
+                "Candidates: the first %d of the %d each shared-neighbour list was searched among.",
+                candidates, earlier.shape[1],
+            )  # fmt: skip
     parts = [(part.distance, weight, vectors) for part, weight, vectors in prepared]
     views, pools = candidate_pools(
         parts,
@@ -86,6 +110,7 @@ def candidate_nearest_chunks(
         faiss_index=faiss_index,
         faiss_parameters=faiss_parameters,
         items=items,
+        searched=earlier,
     )
     weighed = [(distance, weight) for distance, weight, _ in parts]
     # A fusion's parts are standardised and summed; a single scorer ranks by its own distance.

@@ -368,13 +368,15 @@ def read_fingerprinted_npz(
     cache: str,
     again: str,
     log: logging.Logger = logger,
+    optional: Sequence[str] = (),
 ) -> dict[str, np.ndarray] | None:
     """The arrays ``names`` of a cache at ``path`` that ``write_npz_whole`` wrote with a
-    ``fingerprint`` array, when it was written for ``fingerprint``. ``None`` when there is no file,
+    ``fingerprint`` array, when it was written for ``fingerprint``, and those of ``optional`` it
+    holds (a cache written before they were kept lacks them). ``None`` when there is no file,
     when it was written for something else (said at info: ``path`` holds ``holds``; ``again``) and
-    when it cannot be read or lacks an array (a warning naming the ``cache``): the caller then
-    computes what it keeps again. One reader for the embedding, TF-IDF and lists caches, each
-    saying so through its own module's ``log``."""
+    when it cannot be read or lacks an array of ``names`` (a warning naming the ``cache``): the
+    caller then computes what it keeps again. One reader for the embedding, TF-IDF and lists
+    caches, each saying so through its own module's ``log``."""
     if not path.is_file():
         return None
     try:
@@ -382,7 +384,8 @@ def read_fingerprinted_npz(
             if "fingerprint" not in stored.files or str(stored["fingerprint"]) != fingerprint:
                 log.info("%s holds %s; %s.", path, holds, again)
                 return None
-            return {name: stored[name] for name in names}
+            held = [name for name in optional if name in stored.files]
+            return {name: stored[name] for name in [*names, *held]}
     except (OSError, ValueError, KeyError) as error:
         log.warning("Cannot read the %s %s (%s); %s.", cache, path, error, again)
         return None

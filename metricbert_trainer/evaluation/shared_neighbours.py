@@ -158,9 +158,14 @@ def lists_fingerprint(
 
 
 def is_lists_cache(path: Path) -> bool:
-    """Whether ``path`` is an .npz archive of shared-neighbour lists this module wrote."""
+    """Whether ``path`` is an .npz archive of shared-neighbour lists this module wrote (with the
+    candidates they were searched among, or, when listed exactly or written before those were
+    kept, without)."""
     names = npz_names(path)
-    return names is not None and sorted(names) == ["fingerprint", "lists"]
+    return names is not None and sorted(names) in (
+        ["fingerprint", "lists"],
+        ["fingerprint", "lists", "pools"],
+    )
 
 
 def check_lists_cache_path(path: str | Path) -> Path:
@@ -181,8 +186,19 @@ def lists_cache_beside(embedding_cache: str | Path) -> Path:
     return embedding_cache.with_name(f"{embedding_cache.stem}.shared-neighbours.npz")
 
 
-def read_lists(path: Path, fingerprint: str) -> np.ndarray | None:
-    """The lists stored at ``path`` when they were built for ``fingerprint``, else ``None``."""
+@dataclass
+class SearchedLists:
+    """Each item's neighbour list (``[N, neighbours]``) and, when the lists were searched among
+    candidates, each item's candidates (``[N, candidates]``, int32, the index's nearest first),
+    which ``candidate_recommendations`` reuses instead of searching them again; else ``None``."""
+
+    lists: np.ndarray
+    pools: np.ndarray | None = None
+
+
+def read_lists(path: Path, fingerprint: str, pools: bool = False) -> SearchedLists | None:
+    """The lists stored at ``path`` when they were built for ``fingerprint``, else ``None``; with
+    ``pools``, also the candidates they were searched among, when the cache holds them."""
     stored = read_fingerprinted_npz(
         path,
         fingerprint,
@@ -191,8 +207,9 @@ def read_lists(path: Path, fingerprint: str) -> np.ndarray | None:
         cache="shared-neighbour lists cache",
         again="listing again",
         log=logger,
+        optional=["pools"] if pools else [],
     )
-    return None if stored is None else stored["lists"]
+    return None if stored is None else SearchedLists(stored["lists"], stored.get("pools"))
 
 
 @dataclass
@@ -269,11 +286,23 @@ class SharedNeighbourScorer(Scorer):
     ) -> np.ndarray:
         """``neighbour_lists`` under ``rank`` (or searched among candidates, from the base's
         ``prepared`` parts), from ``lists_cache`` when it holds them."""
+        return self.searched_lists(rank, catalog, prepared).lists
+
+    def searched_lists(
+        self,
+        rank: Callable[[Sequence[int]], np.ndarray],
+        catalog: Catalog,
+        prepared: Sequence[PreparedPart] | None = None,
+        pools: bool = False,
+    ) -> SearchedLists:
+        """``lists``, with ``pools`` also the candidates they were searched among, when they were
+        (computed here, or read from a ``lists_cache`` that holds them: a cache keeps them
+        whenever the lists were searched among candidates)."""
         cache = fingerprint = None
         if self.lists_cache is not None:
             cache = check_lists_cache_path(self.lists_cache)
             fingerprint = lists_fingerprint(rank, catalog, self.neighbours, self.searched(catalog))
-            cached = read_lists(cache, fingerprint)
+            cached = read_lists(cache, fingerprint, pools)
             if cached is not None:
                 logger.info("%s: reusing the lists of %s.", self.name, cache)
                 return cached
@@ -288,7 +317,11 @@ class SharedNeighbourScorer(Scorer):
             "%s: listing the %d nearest items of each of %d items (%s).",
             self.name, self.neighbours, len(catalog), among,
         )  # fmt: skip
+        kept = {}
         if searched:
+            # The candidates are kept for a cache or a caller that asks: 4 bytes each, N * C.
+            if pools or cache is not None:
+                kept["pools"] = np.empty((len(catalog), searched), dtype=np.int32)
             lists = candidate_neighbour_lists(
                 self.base,
                 catalog,
@@ -298,11 +331,12 @@ class SharedNeighbourScorer(Scorer):
                 faiss_index=self.faiss_index,
                 faiss_parameters=self.faiss_parameters,
                 prepared=prepared,
+                pools_out=kept.get("pools"),
             )
         else:
             lists = neighbour_lists(rank, len(catalog), self.neighbours, self.chunk)
         logger.info("%s: listed in %.1f s.", self.name, time.perf_counter() - started)
         if cache is not None:
-            write_npz_whole(cache, fingerprint=np.array(fingerprint), lists=lists)
+            write_npz_whole(cache, fingerprint=np.array(fingerprint), lists=lists, **kept)
             logger.info("%s: kept the lists in %s.", self.name, cache)
-        return lists
+        return SearchedLists(lists, kept.get("pools") if pools else None)

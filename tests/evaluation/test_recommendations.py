@@ -3,6 +3,8 @@ format; searched among candidates, the exact ones wherever the pool holds them."
 
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
@@ -238,3 +240,38 @@ def test_shards_concatenated_are_the_whole_table(wines_80, tiny_encoder):
             rtol=0,
             atol=1e-5,
         )
+
+
+def test_the_candidates_the_lists_were_searched_among_serve_as_the_pools(
+    wines_80, tiny_encoder, tmp_path, caplog
+):
+    """Lists searched among 30 candidates keep them; a table among 20 takes their first 20 instead
+    of searching again, and ranks as the table that searches them (the lists read back from a cache
+    written before the candidates were kept); a table among more than 30, or another search, searches."""
+    cache = tmp_path / "lists.npz"
+    hybrid = with_tfidf(tiny_encoder, 0.3)
+    reranked = SharedNeighbourScorer(
+        hybrid, 7, 0.5, lists_cache=cache, candidates=30, candidate_backend="exact"
+    )
+
+    def table(candidates, **search):
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger="metricbert_trainer.evaluation.candidate_recommendations"):
+            found = list(candidate_nearest_chunks(reranked, wines_80, 5, candidates, chunk=13, **search))
+        return np.concatenate([top.indices for _, top in found]), np.concatenate(
+            [top.distances for _, top in found]
+        )
+
+    reused = table(20, backend="exact")
+    assert "the first 20 of the 30 each shared-neighbour list was searched among" in caplog.text
+    with np.load(cache) as stored:
+        fingerprint, lists = stored["fingerprint"], stored["lists"]
+    np.savez(cache, fingerprint=fingerprint, lists=lists)  # the same lists, without their candidates
+    searched = table(20, backend="exact")
+    assert "searched among" not in caplog.text
+    assert np.array_equal(reused[0], searched[0]) and np.array_equal(reused[1], searched[1])
+    cache.unlink()
+    table(20, backend="faiss", faiss_index="Flat", faiss_parameters="")  # another search: its own
+    assert "searched among" not in caplog.text
+    table(40, backend="exact")  # more candidates than the lists were searched among
+    assert "searched among" not in caplog.text

@@ -11,7 +11,9 @@ import pytest
 from metricbert_trainer.data.catalog import load_catalog
 from metricbert_trainer.evaluation.candidate_lists import (
     candidate_neighbour_lists,
+    candidate_pools,
     faiss_candidate_pools,
+    prepared_parts,
     stacked_unit_views,
 )
 from metricbert_trainer.evaluation.hybrid import standardised_rows, with_tfidf
@@ -208,3 +210,33 @@ def test_faiss_candidate_pools_leave_each_item_out_across_chunks():
     assert seen == list(range(50))
     with pytest.raises(ValueError, match="NaN"):  # sklearn's normalize refuses it
         stacked_unit_views({"title": np.full((3, 2), np.nan)})
+
+
+def test_lists_searched_among_candidates_keep_those_candidates_in_memory_and_cache(
+    wines_80, tiny_encoder, tmp_path
+):
+    """The candidates a list was searched among are the search's pools, kept beside the lists in
+    the cache (``recommend --all --candidates`` reuses them); a cache written before they were
+    kept still serves its lists."""
+    hybrid = with_tfidf(tiny_encoder, 0.3)
+    parts = [(part.distance, weight, vectors) for part, weight, vectors in prepared_parts(hybrid, wines_80)]
+    _, searches = candidate_pools(parts, 30, backend="exact")
+    (_, expected), *_ = searches
+    cache = tmp_path / "lists.npz"
+    scorer = SharedNeighbourScorer(
+        hybrid, 7, 0.5, lists_cache=cache, candidates=30, candidate_backend="exact"
+    )
+    ranker = hybrid.row_ranker(wines_80)
+    computed = scorer.searched_lists(ranker, wines_80, pools=True)
+    assert computed.pools.dtype == np.int32 and np.array_equal(computed.pools, expected)
+    with np.load(cache) as stored:
+        assert sorted(stored.files) == ["fingerprint", "lists", "pools"] and is_lists_cache(cache)
+        fingerprint, lists = stored["fingerprint"], stored["lists"]
+    assert np.array_equal(lists, computed.lists)
+    read = scorer.searched_lists(ranker, wines_80, pools=True)
+    assert np.array_equal(read.lists, lists) and np.array_equal(read.pools, expected)
+    assert scorer.searched_lists(ranker, wines_80).pools is None  # read only when asked
+    np.savez(cache, fingerprint=fingerprint, lists=lists)  # as the previous version wrote it
+    older = scorer.searched_lists(ranker, wines_80, pools=True)
+    assert np.array_equal(older.lists, lists) and older.pools is None
+    assert SharedNeighbourScorer(hybrid, 7, 0.5).searched_lists(ranker, wines_80, pools=True).pools is None
