@@ -4,6 +4,7 @@ written as a table (``evaluation.recommendations``)."""
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 
 from metricbert_trainer.cli.options import (
     catalog_options,
@@ -139,7 +140,7 @@ def run_all(args: argparse.Namespace) -> int:
     return 0
 
 
-def shard_label(items, count: int, args: argparse.Namespace) -> str:
+def shard_label(items: Sequence[int], count: int, args: argparse.Namespace) -> str:
     """How a shard's items are named in the closing line: their count, index and catalog rows."""
     return (
         f"{len(items)} items (shard {args.shard_index} of {args.num_shards}: catalog rows "

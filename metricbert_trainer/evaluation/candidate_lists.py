@@ -230,7 +230,7 @@ def candidate_pools(
     first_distance, _, first_vectors = parts[0]
     views = [unit_views(vectors) for _, _, vectors in parts[1:]]
     if searched is not None:
-        if searched.shape != (count, max(candidates, searched.shape[1])):
+        if len(searched) != count or searched.shape[1] < candidates:
             raise ValueError(
                 f"The searched candidates ({searched.shape}) must hold at least {candidates} for each of {count} items."
             )

@@ -240,3 +240,9 @@ def test_lists_searched_among_candidates_keep_those_candidates_in_memory_and_cac
     older = scorer.searched_lists(ranker, wines_80, pools=True)
     assert np.array_equal(older.lists, lists) and older.pools is None
     assert SharedNeighbourScorer(hybrid, 7, 0.5).searched_lists(ranker, wines_80, pools=True).pools is None
+    # Fewer candidates are the first of those searched: what searching fewer finds.
+    (_, fewer), *_ = candidate_pools(parts, 20, backend="exact")[1]
+    (rows, reused), *_ = candidate_pools(parts, 20, searched=expected, items=np.arange(40, 80))[1]
+    assert np.array_equal(rows, np.arange(40, 80)) and np.array_equal(reused, fewer[40:])
+    with pytest.raises(ValueError, match="must hold at least 31 for each of 80 items"):
+        candidate_pools(parts, 31, searched=expected)
