@@ -229,13 +229,13 @@ def candidate_pools(
         raise ValueError(f"Need 0 < candidates ({candidates}) < items ({count}).")
     first_distance, _, first_vectors = parts[0]
     views = [unit_views(vectors) for _, _, vectors in parts[1:]]
+    items = np.arange(count) if items is None else np.asarray(items)
     if searched is not None:
         if len(searched) != count or searched.shape[1] < candidates:
             raise ValueError(
                 f"The searched candidates ({searched.shape}) must hold at least {candidates} for each of {count} items."
             )
         first_views = unit_views(first_vectors)
-        items = np.arange(count) if items is None else np.asarray(items)
         pools = [(items, searched[items, :candidates])]
     elif backend == "faiss":
         # FAISS orders by the summed cosine, a close proxy of a sum of angles; the fusion re-scores
@@ -245,7 +245,6 @@ def candidate_pools(
     elif backend == "exact":
         first_views = unit_views(first_vectors)
         # Every pair under the first part's distance (neighbours.top_k), all the items as one pool.
-        items = np.arange(count) if items is None else np.asarray(items)
         nearest = top_k(first_vectors, first_distance, candidates, queries=items, backend="exact")
         pools = [(items, nearest.indices)]
     else:

@@ -45,6 +45,7 @@ from metricbert_trainer.evaluation.hybrid import FusedScorer, standardised
 from metricbert_trainer.evaluation.neighbours import TopK
 from metricbert_trainer.evaluation.scorers import Scorer
 from metricbert_trainer.evaluation.shared_neighbours import (
+    SearchedLists,
     SharedNeighbourScorer,
     membership,
     shared_counts,
@@ -85,23 +86,8 @@ def candidate_nearest_chunks(
         lists = listed.lists
         sets = membership(lists)
         members = (sets, sets.T.tocsr())  # transposed once, not once per chunk
-        same_search = (reranking.candidate_backend, reranking.faiss_index, reranking.faiss_parameters) == (
-            backend,
-            faiss_index,
-            faiss_parameters,
-        )
-        # The lists were searched among the first part's nearest (a part of weight 0 is left out there).
-        if (
-            same_search
-            and prepared[0][1]
-            and listed.pools is not None
-            and listed.pools.shape[1] >= candidates
-        ):
-            earlier = listed.pools
-            logger.info(
-                "Candidates: the first %d of the %d each shared-neighbour list was searched among.",
-                candidates, earlier.shape[1],
-            )  # fmt: skip
+        search = (backend, faiss_index, faiss_parameters)
+        earlier = lists_candidates(reranking, listed, prepared[0][1], candidates, search)
     parts = [(part.distance, weight, vectors) for part, weight, vectors in prepared]
     views, pools = candidate_pools(
         parts,
@@ -137,6 +123,26 @@ def candidate_nearest_chunks(
                     distances=np.take_along_axis(distances, order, axis=1).astype(np.float32),
                 ),
             )
+
+
+def lists_candidates(
+    reranking: SharedNeighbourScorer,
+    listed: SearchedLists,
+    first_weight: float,
+    candidates: int,
+    search: tuple[str, str, str],
+) -> np.ndarray | None:
+    """The candidates ``reranking``'s lists were searched among, when they serve as this table's:
+    the same ``search`` (backend, FAISS index, its parameters) under the same first part (the lists
+    leave a part of weight 0 out), at least ``candidates`` of them; else ``None``."""
+    own_search = (reranking.candidate_backend, reranking.faiss_index, reranking.faiss_parameters)
+    if listed.pools is None or own_search != search or not first_weight or listed.pools.shape[1] < candidates:
+        return None
+    logger.info(
+        "Candidates: the first %d of the %d each shared-neighbour list was searched among.",
+        candidates, listed.pools.shape[1],
+    )  # fmt: skip
+    return listed.pools
 
 
 def pool_distances(
