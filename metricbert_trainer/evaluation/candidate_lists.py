@@ -30,7 +30,7 @@ from sklearn.preprocessing import normalize
 from metricbert_trainer.base.distances import Distance
 from metricbert_trainer.data.catalog import Catalog
 from metricbert_trainer.evaluation.hybrid import FusedScorer, fused_ranker, standardised
-from metricbert_trainer.evaluation.neighbours import inner_product_index, top_k
+from metricbert_trainer.evaluation.neighbours import Matrix, inner_product_index, is_unit_scaled, top_k
 from metricbert_trainer.evaluation.scorers import Scorer, VectorScorer
 
 # Items whose candidates are re-scored at a time ([CHUNK, candidates] pairs per view).
@@ -69,8 +69,31 @@ PreparedPart = tuple[VectorScorer, float, dict]
 
 def prepared_parts(scorer: Scorer, catalog: Catalog) -> list[PreparedPart]:
     """``fused_parts`` with each part's vectors of ``catalog``, computed once (encoding, fitting)
-    for both the candidate lists and ``prepared_ranker``."""
-    return [(part, weight, part.item_vectors(catalog)) for part, weight in fused_parts(scorer)]
+    for both the candidate lists and ``prepared_ranker``, and scaled to unit length: every
+    part's distance reads only cosines (``fused_parts`` checks), so the unit copy is all that is
+    kept, and what reads the parts after (``candidate_pools``, the FAISS index's matrix) uses it
+    without copying it again: a table call at a million items held the raw vectors beside their
+    unit copy until it ended (docs/scale_out.md)."""
+    return [(part, weight, unit_vectors(part.item_vectors(catalog))) for part, weight in fused_parts(scorer)]
+
+
+class UnitViews(dict):
+    """A part's views at unit length, by name (``unit_vectors``). ``stacked``: when the views are
+    dense, the one float32 matrix they are the column slices of, side by side, which is what a
+    FAISS index of the part searches (``stacked_unit_views`` takes it as it is); else ``None``."""
+
+    stacked: np.ndarray | None = None
+
+
+def unit_vectors(vectors: dict) -> UnitViews:
+    """``vectors`` with each view's rows scaled to unit length (``unit_view``); dense views as the
+    column slices of one matrix (``stacked_unit_views``), so that searching them copies nothing."""
+    if any(sparse.issparse(view) for view in vectors.values()):
+        return UnitViews(zip(vectors, unit_views(vectors), strict=True))
+    stacked, slices = stacked_unit_views(vectors)
+    unit = UnitViews(zip(vectors, slices, strict=True))
+    unit.stacked = stacked
+    return unit
 
 
 def prepared_ranker(
@@ -85,26 +108,39 @@ def prepared_ranker(
 
 
 def unit_views(vectors: dict) -> list[np.ndarray | sparse.csr_matrix]:
-    """Each view's rows scaled to unit length (dense as float32, sparse as CSR)."""
-    return [
-        normalize(sparse.csr_matrix(view, dtype=np.float32))
-        if sparse.issparse(view)
-        else normalize(np.asarray(view, dtype=np.float32))
-        for view in vectors.values()
-    ]
+    """Each view's rows scaled to unit length (``unit_view``)."""
+    return [unit_view(view) for view in vectors.values()]
+
+
+def unit_view(view: Matrix) -> np.ndarray | sparse.csr_matrix:
+    """``view``'s rows scaled to unit length, dense as float32, sparse as CSR; a view scaled
+    already (``neighbours.is_unit_scaled``) is returned itself, not copied, so that scaling what
+    ``prepared_parts`` scaled costs no memory and changes no bit."""
+    if sparse.issparse(view):
+        csr = view.tocsr()
+        # Scaled from the CSR that scipy builds with the dtype: its entries' order is the sums'.
+        return csr if is_unit_scaled(csr) else normalize(sparse.csr_matrix(view, dtype=np.float32))
+    view = np.asarray(view)
+    return view if is_unit_scaled(view) else normalize(np.asarray(view, dtype=np.float32))
 
 
 def stacked_unit_views(vectors: dict) -> tuple[np.ndarray, list[np.ndarray]]:
     """The dense views' unit rows side by side in one float32 matrix (its inner products are sums
     of per-view cosines, what a FAISS index of it searches), and each view as a column slice of it,
-    filled one view at a time: a single copy of the vectors."""
+    filled one view at a time: a single copy of the vectors, or none when ``vectors`` are such
+    slices already (``unit_vectors``)."""
+    if isinstance(vectors, UnitViews) and vectors.stacked is not None:
+        return vectors.stacked, list(vectors.values())
     if any(sparse.issparse(view) for view in vectors.values()):
         raise ValueError("The 'faiss' backend searches dense vectors; use backend='exact'.")
     widths = [np.shape(view)[1] for view in vectors.values()]
     stacked = np.empty((np.shape(next(iter(vectors.values())))[0], sum(widths)), dtype=np.float32)
     edges = np.cumsum([0, *widths])
     for view, start, stop in zip(vectors.values(), edges[:-1], edges[1:], strict=True):
-        stacked[:, start:stop] = normalize(np.asarray(view, dtype=np.float32))
+        columns = stacked[:, start:stop]
+        columns[:] = view
+        if not is_unit_scaled(np.asarray(view)):
+            normalize(columns, copy=False)  # in place: no [N, width] copy beside the matrix
     return stacked, [stacked[:, start:stop] for start, stop in zip(edges[:-1], edges[1:], strict=True)]
 
 
@@ -216,12 +252,12 @@ def candidate_pools(
     under the first part. ``backend``: ``exact`` compares every pair under the first part's
     distance (``neighbours.top_k``, one pool of all the items), ``faiss`` searches one index of its
     unit views (``faiss_index``, ``faiss_parameters``) by their summed cosine, ``SEARCH_CHUNK``
-    items at a time. ``searched``: every item's candidates from an earlier search of the same
-    backend and index, at least ``candidates`` of them, nearest first: their first ``candidates``
-    are the pools, and nothing is searched (FAISS's HNSW explores its ``efSearch`` nearest
-    whatever count up to it is asked for, so the first of a larger search are a smaller one's;
-    docs/evaluation.md compares the two). Every part needs an angular or cosine distance (callers
-    leave parts of weight 0 out)."""
+    items at a time. ``searched``: the candidates of ``items`` from an earlier search of the same
+    backend and index, row for row, at least ``candidates`` each, nearest first: their first
+    ``candidates`` are the pools, and nothing is searched (FAISS's HNSW explores its ``efSearch``
+    nearest whatever count up to it is asked for, so the first of a larger search are a smaller
+    one's; docs/evaluation.md compares the two). Every part needs an angular or cosine distance
+    (callers leave parts of weight 0 out)."""
     for number, (distance, _, _) in enumerate(parts):
         check_searchable(distance, f"part {number} of the fusion")
     count = np.shape(next(iter(parts[0][2].values())))[0]
@@ -231,12 +267,13 @@ def candidate_pools(
     views = [unit_views(vectors) for _, _, vectors in parts[1:]]
     items = np.arange(count) if items is None else np.asarray(items)
     if searched is not None:
-        if len(searched) != count or searched.shape[1] < candidates:
+        if len(searched) != len(items) or searched.shape[1] < candidates:
             raise ValueError(
-                f"The searched candidates ({searched.shape}) must hold at least {candidates} for each of {count} items."
+                f"The searched candidates ({searched.shape}) must hold at least {candidates} for each of "
+                f"{len(items)} items."
             )
         first_views = unit_views(first_vectors)
-        pools = [(items, searched[items, :candidates])]
+        pools = [(items, searched[:, :candidates])]
     elif backend == "faiss":
         # FAISS orders by the summed cosine, a close proxy of a sum of angles; the fusion re-scores
         # the candidates anyway, so the index is asked for exactly as many as are kept.

@@ -33,6 +33,7 @@ from metricbert_trainer.evaluation.candidate_lists import (
     CHUNK,
     DEFAULT_SAMPLE,
     PartViews,
+    PreparedPart,
     candidate_pools,
     part_distances,
     pooled_fusion,
@@ -82,12 +83,10 @@ def candidate_nearest_chunks(
     count = len(catalog)
     members = lists = earlier = None
     if reranking and reranking.reranks(catalog):
-        listed = reranking.searched_lists(prepared_ranker(base, prepared), catalog, prepared, pools=True)
-        lists = listed.lists
+        search = (backend, faiss_index, faiss_parameters)
+        lists, earlier = reranking_lists(reranking, catalog, prepared, candidates, search, items)
         sets = membership(lists)
         members = (sets, sets.T.tocsr())  # transposed once, not once per chunk
-        search = (backend, faiss_index, faiss_parameters)
-        earlier = lists_candidates(reranking, listed, prepared[0][1], candidates, search)
     parts = [(part.distance, weight, vectors) for part, weight, vectors in prepared]
     views, pools = candidate_pools(
         parts,
@@ -123,6 +122,26 @@ def candidate_nearest_chunks(
                     distances=np.take_along_axis(distances, order, axis=1).astype(np.float32),
                 ),
             )
+
+
+def reranking_lists(
+    reranking: SharedNeighbourScorer,
+    catalog: Catalog,
+    prepared: Sequence[PreparedPart],
+    candidates: int,
+    search: tuple[str, str, str],
+    items: np.ndarray | None,
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """``reranking``'s lists of every item (its ``prepared`` base parts) and, when they serve as
+    this table's pools (``lists_candidates``), the candidates of ``items`` (default every item) they
+    were searched among: a shard keeps its own rows of those, not the whole catalog's."""
+    listed = reranking.searched_lists(
+        prepared_ranker(reranking.base, prepared), catalog, prepared, pools=True
+    )
+    earlier = lists_candidates(reranking, listed, prepared[0][1], candidates, search)
+    if earlier is not None and items is not None:
+        earlier = earlier[items]
+    return listed.lists, earlier
 
 
 def lists_candidates(

@@ -35,6 +35,9 @@ BLOCK_BYTES = 512 * 2**20
 # Cosine-to-distance conversions and FAISS re-ranking work on row slices of about this size, which
 # bounds their temporaries (measured on 2 cores: a little faster than whole blocks, too).
 SLICE_BYTES = 64 * 2**20
+# How far a float32 row's squared length may lie from 1 for the row to count as unit length
+# (``is_unit_scaled``): sklearn's and torch's scaling leave rows within a few 1e-7 of it.
+UNIT_TOLERANCE = 1e-5
 
 Matrix = np.ndarray | sparse.spmatrix | sparse.sparray
 
@@ -177,9 +180,18 @@ def _prepare(vectors: Mapping[str, Matrix], distance: Distance) -> list[torch.Te
                 raise ValueError(
                     f"View {name!r} is sparse; the euclidean distance is only supported on dense vectors."
                 )
-            views.append(normalize_rows(sparse.csr_matrix(matrix, dtype=np.float32)))
+            csr = matrix.tocsr()
+            views.append(
+                csr if is_unit_scaled(csr) else normalize_rows(sparse.csr_matrix(matrix, dtype=np.float32))
+            )
             continue
-        tensor = torch.from_numpy(np.ascontiguousarray(matrix, dtype=np.float32))
+        array = np.asarray(matrix, dtype=np.float32)
+        # Not made contiguous unless torch needs it (a negative stride): a view may be a column
+        # slice of the views side by side (candidate_lists.unit_vectors), which torch reads in
+        # place where a copy would cost its size.
+        tensor = torch.from_numpy(
+            array if min(array.strides, default=0) >= 0 else np.ascontiguousarray(array)
+        )
         if tensor.ndim != 2:
             raise ValueError(
                 f"View {name!r} must be a 2-D [items, dims] matrix; got shape {tuple(tensor.shape)}."
@@ -189,8 +201,25 @@ def _prepare(vectors: Mapping[str, Matrix], distance: Distance) -> list[torch.Te
         # every ranking call.
         if not (torch.isfinite(tensor.amax(dim=1)).all() and torch.isfinite(tensor.amin(dim=1)).all()):
             raise ValueError(f"View {name!r} holds NaN or infinite values; check the encoder's output.")
-        views.append(tensor if distance is Distance.EUCLIDEAN else F.normalize(tensor, dim=-1, eps=1e-12))
+        scaled = distance is Distance.EUCLIDEAN or is_unit_scaled(array)
+        views.append(tensor if scaled else F.normalize(tensor, dim=-1, eps=1e-12))
     return views
+
+
+def is_unit_scaled(matrix: np.ndarray | sparse.csr_matrix) -> bool:
+    """Whether ``matrix`` (dense or CSR) is float32 with every row of length 1 to float32 rounding
+    (``UNIT_TOLERANCE``) or 0: scaled to unit length already, which scaling again would only copy
+    and round. Raw vectors are told by their first row."""
+    if matrix.dtype != np.float32:
+        return False
+    for rows in (matrix[:1], matrix):
+        if sparse.issparse(rows):
+            squares = np.asarray(rows.multiply(rows).sum(axis=1)).ravel()
+        else:
+            squares = np.einsum("ij,ij->i", rows, rows)
+        if not np.all((np.abs(squares - 1) <= UNIT_TOLERANCE) | (squares == 0)):
+            return False
+    return True
 
 
 def _num_items(views: list) -> int:

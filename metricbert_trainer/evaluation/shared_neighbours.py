@@ -17,8 +17,8 @@ candidates of ``evaluation.hybrid``, ``g`` the weight. Listing compares every it
 other (``N^2`` distances, a chunk of rows at a time: seconds at 10^4 items, hours at 10^6,
 benchmarks/million_items.py), so the cost is the catalog's, even for one query. With a
 ``lists_cache`` the lists are kept in an .npz and read back by the next call on the same catalog
-and base ranking (``lists_fingerprint``), so a command that is run again pays them once. With
-``candidates`` each list is searched among the item's nearest under the encoder
+and base ranking (``lists_fingerprint``, ``lists_probe``), so a command that is run again pays
+them once. With ``candidates`` each list is searched among the item's nearest under the encoder
 (``candidate_lists``): ``N * C`` distances instead of ``N^2``, for catalogs of a million items.
 """
 
@@ -61,9 +61,13 @@ DEFAULT_WEIGHT = 0.5
 # Rows of the base scorer's distances held at a time while the lists are built ([CHUNK, N] floats).
 CHUNK = 512
 # Changes whenever the lists' meaning or the cache's layout does, so that older caches are rebuilt.
-LISTS_FORMAT = "shared-neighbour-lists-1"
-# The base ranking's rows a lists cache is fingerprinted by, spread over the catalog.
+LISTS_FORMAT = "shared-neighbour-lists-2"
+# The base ranking's distances a lists cache keeps to recognise it (``lists_probe``): between
+# PROBE_ROWS items and PROBE_COLUMNS items spread over the catalog, equal within PROBE_TOLERANCE
+# (float rounding moves a distance by about 1e-6; another model or weight by far more).
 PROBE_ROWS = 8
+PROBE_COLUMNS = 1024
+PROBE_TOLERANCE = 1e-4
 
 
 def neighbour_lists(
@@ -127,15 +131,10 @@ def reranked_rows(base: np.ndarray, overlaps: np.ndarray, weight: float, rows: S
     return fuse_rows([(base, 1 - weight), (-overlaps, weight)], rows)
 
 
-def lists_fingerprint(
-    rank: Callable[[Sequence[int]], np.ndarray], catalog: Catalog, neighbours: int, candidates: int = 0
-) -> str:
-    """A hex digest of what the lists depend on: the catalog's ids and texts, the neighbour count,
-    the candidates they were searched among (0: every item), and the base ranking itself, probed
-    by its rows of ``PROBE_ROWS`` items spread over the catalog (rounded to 1e-4, so that the same
-    scorer run again matches, while another model, TF-IDF weight or scorer does not). Any scorer
-    can be fingerprinted this way, at the cost of one chunk of rows; a probe that rounds the other
-    way only costs a listing."""
+def lists_fingerprint(catalog: Catalog, neighbours: int, search: Sequence[object] = (0,)) -> str:
+    """A hex digest of what the lists depend on besides the base ranking (``lists_probe``): the
+    catalog's ids and texts, the neighbour count and the ``search`` settings (the candidates they
+    were searched among, 0 for every item, and the index that searched them)."""
     digest = hashlib.blake2b(digest_size=20)
 
     def add(text: str) -> None:
@@ -143,29 +142,41 @@ def lists_fingerprint(
         digest.update(len(data).to_bytes(8, "little") + data)
 
     add(LISTS_FORMAT)
-    add(f"{neighbours} {len(catalog)} {candidates}")
+    add(f"{neighbours} {len(catalog)}")
+    add(" ".join(map(str, search)))
     for column in ("id", *catalog.fields):
         add(column)
         for text in catalog.ids if column == "id" else catalog.texts(column):
             add(text)
-    probe = np.unique(np.linspace(0, len(catalog) - 1, num=min(PROBE_ROWS, len(catalog))).astype(np.int64))
-    rows = np.array(rank(probe), dtype=np.float64)
-    rows[np.arange(len(probe)), probe] = (
-        0  # an item's distance to itself is the least stable entry, and unused
-    )
-    digest.update(np.round(rows, 4).tobytes())
     return digest.hexdigest()
+
+
+def lists_probe(rank: Callable[[Sequence[int]], np.ndarray], count: int) -> np.ndarray:
+    """``[PROBE_ROWS, PROBE_COLUMNS]``: the base ranking's distances between items spread over a
+    catalog of ``count`` items (0 at an item's distance to itself, the least stable entry and
+    unused). Any scorer can be told apart this way, at the cost of one chunk of rows; kept in the
+    cache and compared within ``PROBE_TOLERANCE``, not hashed, so that float rounding keeps the
+    lists (vectors scaled by another routine moved distances by 6e-6 and changed a hash of them
+    rounded to 1e-4; another CPU's order of sums may too) while another model, TF-IDF weight or
+    scorer does not."""
+    rows = spread(count, PROBE_ROWS)
+    columns = spread(count, PROBE_COLUMNS)
+    probe = np.array(rank(rows), dtype=np.float64)[:, columns]
+    probe[rows[:, None] == columns[None, :]] = 0.0
+    return probe
+
+
+def spread(count: int, size: int) -> np.ndarray:
+    """``size`` item rows (at most ``count``) spread evenly over a catalog of ``count`` items."""
+    return np.unique(np.linspace(0, count - 1, num=min(size, count)).astype(np.int64))
 
 
 def is_lists_cache(path: Path) -> bool:
     """Whether ``path`` is an .npz archive of shared-neighbour lists this module wrote (with the
-    candidates they were searched among, or, when listed exactly or written before those were
-    kept, without)."""
+    candidates they were searched among, or, when listed exactly, without; or as written before
+    the probe was kept, which is then listed again)."""
     names = npz_names(path)
-    return names is not None and sorted(names) in (
-        ["fingerprint", "lists"],
-        ["fingerprint", "lists", "pools"],
-    )
+    return names is not None and set(names) - {"pools", "probe"} == {"fingerprint", "lists"}
 
 
 def check_lists_cache_path(path: str | Path) -> Path:
@@ -196,20 +207,28 @@ class SearchedLists:
     pools: np.ndarray | None = None
 
 
-def read_lists(path: Path, fingerprint: str, pools: bool = False) -> SearchedLists | None:
-    """The lists stored at ``path`` when they were built for ``fingerprint``, else ``None``; with
+def read_lists(path: Path, fingerprint: str, probe: np.ndarray, pools: bool = False) -> SearchedLists | None:
+    """The lists stored at ``path`` when they were built for ``fingerprint`` under a base ranking
+    whose ``probe`` is within ``PROBE_TOLERANCE`` of the stored one, else ``None``; with
     ``pools``, also the candidates they were searched among, when the cache holds them."""
     stored = read_fingerprinted_npz(
         path,
         fingerprint,
-        ["lists"],
-        holds="the lists of another catalog, ranking or count",
+        ["lists", "probe"],
+        holds="the lists of another catalog, count or search",
         cache="shared-neighbour lists cache",
         again="listing again",
         log=logger,
         optional=["pools"] if pools else [],
     )
-    return None if stored is None else SearchedLists(stored["lists"], stored.get("pools"))
+    if stored is None:
+        return None
+    if stored["probe"].shape != probe.shape or not np.allclose(
+        stored["probe"], probe, rtol=0, atol=PROBE_TOLERANCE
+    ):
+        logger.info("%s holds the lists of another base ranking; listing again.", path)
+        return None
+    return SearchedLists(stored["lists"], stored.get("pools"))
 
 
 @dataclass
@@ -219,7 +238,8 @@ class SharedNeighbourScorer(Scorer):
     ``weight``. A catalog too small for the lists (``neighbours`` >= items - 1, where every set
     would hold every item) is ranked by ``base`` alone, with a warning. ``chunk``: rows of
     ``base``'s distances held at a time while listing. ``lists_cache``: an .npz the lists are
-    kept in and read back from (``lists_fingerprint`` decides whether they still apply).
+    kept in and read back from (``lists_fingerprint`` and ``lists_probe`` decide whether they
+    still apply).
     ``candidates``: list each item's nearest among its ``candidates`` nearest under ``base``'s
     encoder instead of among every item (``candidate_lists``; ``candidate_backend`` and its FAISS
     settings search them), for catalogs too large for ``N^2`` distances; 0 lists exactly."""
@@ -278,6 +298,16 @@ class SharedNeighbourScorer(Scorer):
         ``candidates`` is 0 or would hold every other item anyway."""
         return self.candidates if 0 < self.candidates < len(catalog) - 1 else 0
 
+    def search(self, catalog: Catalog) -> tuple[object, ...]:
+        """What the lists of ``catalog`` are searched among and by: ``(0,)`` for every item, else
+        the candidate count and the backend, with a FAISS backend its index and search parameters."""
+        searched = self.searched(catalog)
+        if not searched:
+            return (0,)
+        if self.candidate_backend != "faiss":
+            return (searched, self.candidate_backend)
+        return (searched, self.candidate_backend, self.faiss_index, self.faiss_parameters)
+
     def lists(
         self,
         rank: Callable[[Sequence[int]], np.ndarray],
@@ -298,11 +328,12 @@ class SharedNeighbourScorer(Scorer):
         """``lists``, with ``pools`` also the candidates they were searched among, when they were
         (computed here, or read from a ``lists_cache`` that holds them: a cache keeps them
         whenever the lists were searched among candidates)."""
-        cache = fingerprint = None
+        cache = fingerprint = probe = None
         if self.lists_cache is not None:
             cache = check_lists_cache_path(self.lists_cache)
-            fingerprint = lists_fingerprint(rank, catalog, self.neighbours, self.searched(catalog))
-            cached = read_lists(cache, fingerprint, pools)
+            fingerprint = lists_fingerprint(catalog, self.neighbours, self.search(catalog))
+            probe = lists_probe(rank, len(catalog))
+            cached = read_lists(cache, fingerprint, probe, pools)
             if cached is not None:
                 logger.info("%s: reusing the lists of %s.", self.name, cache)
                 return cached
@@ -337,6 +368,6 @@ class SharedNeighbourScorer(Scorer):
             lists = neighbour_lists(rank, len(catalog), self.neighbours, self.chunk)
         logger.info("%s: listed in %.1f s.", self.name, time.perf_counter() - started)
         if cache is not None:
-            write_npz_whole(cache, fingerprint=np.array(fingerprint), lists=lists, **kept)
+            write_npz_whole(cache, fingerprint=np.array(fingerprint), probe=probe, lists=lists, **kept)
             logger.info("%s: kept the lists in %s.", self.name, cache)
         return SearchedLists(lists, kept.get("pools") if pools else None)

@@ -264,9 +264,13 @@ def test_the_candidates_the_lists_were_searched_among_serve_as_the_pools(
 
     reused = table(20, backend="exact")
     assert "the first 20 of the 30 each shared-neighbour list was searched among" in caplog.text
+    shard = table(20, backend="exact", items=np.arange(40, 80))  # keeps its own rows of the candidates
+    assert "the first 20 of the 30" in caplog.text and np.array_equal(shard[0], reused[0][40:])
     with np.load(cache) as stored:
-        fingerprint, lists = stored["fingerprint"], stored["lists"]
-    np.savez(cache, fingerprint=fingerprint, lists=lists)  # the same lists, without their candidates
+        fingerprint, probe, lists = stored["fingerprint"], stored["probe"], stored["lists"]
+    np.savez(
+        cache, fingerprint=fingerprint, probe=probe, lists=lists
+    )  # the same lists, without their candidates
     searched = table(20, backend="exact")
     assert "searched among" not in caplog.text
     assert np.array_equal(reused[0], searched[0]) and np.array_equal(reused[1], searched[1])

@@ -7,6 +7,8 @@ import logging
 import numpy as np
 import pandas as pd
 import pytest
+from scipy import sparse
+from sklearn.preprocessing import normalize
 
 from metricbert_trainer.data.catalog import load_catalog
 from metricbert_trainer.evaluation.candidate_lists import (
@@ -15,10 +17,13 @@ from metricbert_trainer.evaluation.candidate_lists import (
     faiss_candidate_pools,
     prepared_parts,
     stacked_unit_views,
+    unit_view,
 )
 from metricbert_trainer.evaluation.hybrid import standardised_rows, with_tfidf
+from metricbert_trainer.evaluation.neighbours import is_unit_scaled
 from metricbert_trainer.evaluation.scorers import TfidfScorer
 from metricbert_trainer.evaluation.shared_neighbours import (
+    PROBE_TOLERANCE,
     SharedNeighbourScorer,
     is_lists_cache,
     membership,
@@ -154,6 +159,39 @@ def test_kept_lists_are_read_back_for_the_same_ranking_and_listed_again_for_anot
     assert "listing the 5 nearest" in caplog.text
 
 
+def test_kept_lists_survive_float_rounding_of_the_ranking_but_not_another_search(
+    wines_80, tiny_encoder, tmp_path, caplog
+):
+    """The cache recognises its base ranking by distances compared within PROBE_TOLERANCE: a
+    ranking that differs by float rounding (vectors scaled by another routine) reads the lists back, one
+    that differs by more lists again; so does another FAISS index or search setting, and a cache
+    without the probe."""
+    cache = tmp_path / "lists.npz"
+    hybrid = with_tfidf(tiny_encoder, 0.3)
+
+    def listed(**search) -> str:
+        caplog.clear()
+        scorer = SharedNeighbourScorer(hybrid, 5, 0.5, lists_cache=cache, candidates=30, **search)
+        with caplog.at_level(logging.INFO, logger="metricbert_trainer.evaluation.shared_neighbours"):
+            scorer.searched_lists(hybrid.row_ranker(wines_80), wines_80)
+        return "reusing" if "reusing the lists" in caplog.text else caplog.text
+
+    flat = {"candidate_backend": "faiss", "faiss_index": "Flat", "faiss_parameters": ""}
+    assert "listing the 5 nearest" in listed(**flat) and listed(**flat) == "reusing"
+    with np.load(cache) as stored:
+        kept = dict(stored)
+    for shift, outcome in ((PROBE_TOLERANCE / 10, "reusing"), (PROBE_TOLERANCE * 10, "another base ranking")):
+        np.savez(cache, **{**kept, "probe": kept["probe"] + shift})
+        assert outcome in listed(**flat)
+    np.savez(cache, **kept)
+    assert "another catalog, count or search" in listed(**{**flat, "faiss_index": "HNSW8"})
+    np.savez(cache, **kept)
+    assert "another catalog, count or search" in listed(**{**flat, "candidate_backend": "exact"})
+    del kept["probe"]
+    np.savez(cache, **kept)  # the earlier layout, under this fingerprint: unreadable, listed again
+    assert "Cannot read the shared-neighbour lists cache" in listed(**flat) and is_lists_cache(cache)
+
+
 def test_lists_searched_among_every_item_are_the_exact_lists(wines_80, tiny_encoder):
     """With every other item a candidate and in the spread's sample, the candidate lists equal the
     exact ones; with fewer candidates they hold most of them."""
@@ -230,19 +268,68 @@ def test_lists_searched_among_candidates_keep_those_candidates_in_memory_and_cac
     computed = scorer.searched_lists(ranker, wines_80, pools=True)
     assert computed.pools.dtype == np.int32 and np.array_equal(computed.pools, expected)
     with np.load(cache) as stored:
-        assert sorted(stored.files) == ["fingerprint", "lists", "pools"] and is_lists_cache(cache)
-        fingerprint, lists = stored["fingerprint"], stored["lists"]
+        assert sorted(stored.files) == ["fingerprint", "lists", "pools", "probe"] and is_lists_cache(cache)
+        fingerprint, lists, probe = stored["fingerprint"], stored["lists"], stored["probe"]
     assert np.array_equal(lists, computed.lists)
     read = scorer.searched_lists(ranker, wines_80, pools=True)
     assert np.array_equal(read.lists, lists) and np.array_equal(read.pools, expected)
     assert scorer.searched_lists(ranker, wines_80).pools is None  # read only when asked
-    np.savez(cache, fingerprint=fingerprint, lists=lists)  # as the previous version wrote it
+    np.savez(cache, fingerprint=fingerprint, probe=probe, lists=lists)  # as written before pools were kept
     older = scorer.searched_lists(ranker, wines_80, pools=True)
     assert np.array_equal(older.lists, lists) and older.pools is None
     assert SharedNeighbourScorer(hybrid, 7, 0.5).searched_lists(ranker, wines_80, pools=True).pools is None
     # Fewer candidates are the first of those searched: what searching fewer finds.
     (_, fewer), *_ = candidate_pools(parts, 20, backend="exact")[1]
-    (rows, reused), *_ = candidate_pools(parts, 20, searched=expected, items=np.arange(40, 80))[1]
+    (rows, reused), *_ = candidate_pools(parts, 20, searched=expected[40:], items=np.arange(40, 80))[1]
     assert np.array_equal(rows, np.arange(40, 80)) and np.array_equal(reused, fewer[40:])
     with pytest.raises(ValueError, match="must hold at least 31 for each of 80 items"):
         candidate_pools(parts, 31, searched=expected)
+
+
+def test_the_prepared_parts_hold_one_unit_copy_of_the_vectors_which_nothing_copies_again(
+    wines_80, tiny_encoder
+):
+    """Each part's views are kept at unit length, the values of scaling the raw vectors; scaling
+    them again (``candidate_pools``, the FAISS matrix) returns the same arrays, the same bits."""
+    hybrid = with_tfidf(tiny_encoder, 0.3)
+    prepared = prepared_parts(hybrid, wines_80)
+    for part, _, unit in prepared:
+        raw_views = part.item_vectors(wines_80)
+        # Ranked from the unit copy (column slices, read in place) as from the raw vectors.
+        np.testing.assert_allclose(part.ranker(unit)([0, 7]), part.ranker(raw_views)([0, 7]), atol=1e-6)
+        for name, raw in raw_views.items():
+            scaled = unit[name]
+            if sparse.issparse(raw):
+                assert (scaled != normalize(sparse.csr_matrix(raw, dtype=np.float32))).nnz == 0
+            else:
+                assert np.array_equal(scaled, normalize(raw.astype(np.float32)))
+            assert unit_view(scaled) is scaled
+    parts = [(part.distance, weight, vectors) for part, weight, vectors in prepared]
+    views, _ = candidate_pools(parts, 30, backend="exact")
+    assert all(
+        view is kept
+        for part_views, (_, _, vectors) in zip(views, prepared, strict=True)
+        for view, kept in zip(part_views, vectors.values(), strict=True)
+    )
+    encoder = prepared[0][2]  # dense: its views are the column slices of the matrix FAISS searches
+    stacked, slices = stacked_unit_views(encoder)
+    assert stacked is encoder.stacked and all(np.shares_memory(view, stacked) for view in slices)
+    assert np.array_equal(stacked, np.concatenate(list(encoder.values()), axis=1))
+
+
+def test_only_float32_rows_of_length_one_or_zero_are_taken_as_scaled():
+    unit = normalize(np.random.default_rng(0).standard_normal((6, 4))).astype(np.float32)
+    unit[2] = 0.0  # scaling leaves a zero row as it is
+    assert unit_view(unit) is unit and is_unit_scaled(unit)
+    assert not is_unit_scaled(unit[:, :3]) and not is_unit_scaled(unit.astype(np.float64))
+    last_longer = unit.copy()
+    last_longer[-1] *= 1.01  # the first row alone does not decide
+    assert not is_unit_scaled(last_longer)
+    as_float64 = unit_view(unit.astype(np.float64))  # converted, and scaled as the raw vectors are
+    assert as_float64.dtype == np.float32 and np.array_equal(as_float64, normalize(unit))
+    longer = unit * 1.01
+    assert np.allclose(np.linalg.norm(unit_view(longer)[[0, 1, 3]], axis=1), 1.0)
+    tfidf = sparse.csr_matrix(unit)
+    assert unit_view(tfidf) is tfidf and unit_view(tfidf.tocoo()).format == "csr"
+    with pytest.raises(ValueError, match="NaN"):
+        unit_view(np.full((3, 2), np.nan, dtype=np.float32))
