@@ -110,6 +110,32 @@ def test_sparse_views_rank_like_their_dense_copies(small_blocks):
     np.testing.assert_allclose(sparse_result.distances, dense_result.distances, atol=1e-5)
 
 
+@pytest.mark.parametrize("distance", ["angular", "cosine", "euclidean"])
+def test_strided_and_unit_scaled_views_rank_as_their_contiguous_raw_copies(distance):
+    """Views are read in place when torch can (a column slice of views side by side, as
+    ``candidate_lists.unit_vectors`` keeps them), copied when it cannot (a negative stride), and
+    views already of unit length are not scaled again: every way ranks as the plain raw copy."""
+    rng = np.random.default_rng(2)
+    raw = rng.standard_normal((40, 12)).astype(np.float32)
+    side_by_side = np.concatenate([raw, raw / np.linalg.norm(raw, axis=1, keepdims=True)], axis=1)
+    expected = brute_force_distances({"t": raw}, distance)[[3, 9]]
+    ways = {"column slice": side_by_side[:, :12]}
+    if distance != "euclidean":
+        ways["unit-scaled column slice"] = side_by_side[:, 12:]
+
+    def others(rows: np.ndarray) -> np.ndarray:
+        """The rows without each item's distance to itself (float32 rounds an angle near 0 up)."""
+        rows = np.array(rows, dtype=np.float64)
+        rows[[0, 1], [3, 9]] = 0.0
+        return rows
+
+    for way, view in ways.items():
+        rows = distance_rows({"t": view}, distance, [3, 9])
+        np.testing.assert_allclose(others(rows), others(expected), atol=1e-5, err_msg=way)
+    reversed_rows = distance_rows({"t": raw[::-1]}, distance, [36, 30])  # items 3 and 9, a negative stride
+    np.testing.assert_allclose(others(reversed_rows[:, ::-1]), others(expected), atol=1e-5)
+
+
 def test_faiss_agrees_with_exact(small_blocks):
     pytest.importorskip("faiss")
     one_view = random_views(dims=(24,))
