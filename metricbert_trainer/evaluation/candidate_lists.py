@@ -237,6 +237,12 @@ FusionPart = tuple[Distance, float, dict]
 PartViews = list[list]
 
 
+def search_settings(backend: str, faiss_index: str, faiss_parameters: str) -> tuple[str, ...]:
+    """What tells one search of candidates from another: the backend and, for ``faiss``, its index
+    and search parameters (the ``exact`` backend reads neither)."""
+    return (backend, faiss_index, faiss_parameters) if backend == "faiss" else (backend,)
+
+
 def candidate_pools(
     parts: Sequence[FusionPart],
     candidates: int,

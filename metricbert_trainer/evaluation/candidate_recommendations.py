@@ -40,6 +40,7 @@ from metricbert_trainer.evaluation.candidate_lists import (
     prepared_parts,
     prepared_ranker,
     sample_standardised,
+    search_settings,
     spread_sample,
 )
 from metricbert_trainer.evaluation.hybrid import FusedScorer, standardised
@@ -83,7 +84,7 @@ def candidate_nearest_chunks(
     count = len(catalog)
     members = lists = earlier = None
     if reranking and reranking.reranks(catalog):
-        search = (backend, faiss_index, faiss_parameters)
+        search = search_settings(backend, faiss_index, faiss_parameters)
         lists, earlier = reranking_lists(reranking, catalog, prepared, candidates, search, items)
         sets = membership(lists)
         members = (sets, sets.T.tocsr())  # transposed once, not once per chunk
@@ -129,7 +130,7 @@ def reranking_lists(
     catalog: Catalog,
     prepared: Sequence[PreparedPart],
     candidates: int,
-    search: tuple[str, str, str],
+    search: tuple[str, ...],
     items: np.ndarray | None,
 ) -> tuple[np.ndarray, np.ndarray | None]:
     """``reranking``'s lists of every item (its ``prepared`` base parts) and, when they serve as
@@ -138,7 +139,7 @@ def reranking_lists(
     listed = reranking.searched_lists(
         prepared_ranker(reranking.base, prepared), catalog, prepared, pools=True
     )
-    earlier = lists_candidates(reranking, listed, prepared[0][1], candidates, search)
+    earlier = lists_candidates(reranking, listed, candidates, search)
     if earlier is not None and items is not None:
         earlier = earlier[items]
     return listed.lists, earlier
@@ -147,15 +148,17 @@ def reranking_lists(
 def lists_candidates(
     reranking: SharedNeighbourScorer,
     listed: SearchedLists,
-    first_weight: float,
     candidates: int,
-    search: tuple[str, str, str],
+    search: tuple[str, ...],
 ) -> np.ndarray | None:
     """The candidates ``reranking``'s lists were searched among, when they serve as this table's:
-    the same ``search`` (backend, FAISS index, its parameters) under the same first part (the lists
-    leave a part of weight 0 out), at least ``candidates`` of them; else ``None``."""
-    own_search = (reranking.candidate_backend, reranking.faiss_index, reranking.faiss_parameters)
-    if listed.pools is None or own_search != search or not first_weight or listed.pools.shape[1] < candidates:
+    the same ``search`` (``candidate_lists.search_settings``) of the same first part (both come
+    from one ``prepared_parts``, which leaves parts of weight 0 out), at least ``candidates`` of
+    them; else ``None``."""
+    own_search = search_settings(
+        reranking.candidate_backend, reranking.faiss_index, reranking.faiss_parameters
+    )
+    if listed.pools is None or own_search != search or listed.pools.shape[1] < candidates:
         return None
     logger.info(
         "Candidates: the first %d of the %d each shared-neighbour list was searched among.",

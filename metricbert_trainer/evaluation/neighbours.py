@@ -24,6 +24,7 @@ import torch
 import torch.nn.functional as F
 from scipy import sparse
 from sklearn.preprocessing import normalize as normalize_rows
+from sklearn.utils.extmath import row_norms
 
 from metricbert_trainer.base.distances import Distance, cosine_to_distance
 from metricbert_trainer.data.catalog import Catalog
@@ -213,10 +214,7 @@ def is_unit_scaled(matrix: np.ndarray | sparse.csr_matrix) -> bool:
     if matrix.dtype != np.float32:
         return False
     for rows in (matrix[:1], matrix):
-        if sparse.issparse(rows):
-            squares = np.asarray(rows.multiply(rows).sum(axis=1)).ravel()
-        else:
-            squares = np.einsum("ij,ij->i", rows, rows)
+        squares = row_norms(rows, squared=True)  # a CSR's without a product matrix of its size
         if not np.all((np.abs(squares - 1) <= UNIT_TOLERANCE) | (squares == 0)):
             return False
     return True

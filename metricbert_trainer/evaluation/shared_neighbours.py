@@ -40,6 +40,7 @@ from metricbert_trainer.evaluation.candidate_lists import (
     candidate_neighbour_lists,
     prepared_parts,
     prepared_ranker,
+    search_settings,
 )
 from metricbert_trainer.evaluation.encoding import (
     check_cache_file,
@@ -304,9 +305,7 @@ class SharedNeighbourScorer(Scorer):
         searched = self.searched(catalog)
         if not searched:
             return (0,)
-        if self.candidate_backend != "faiss":
-            return (searched, self.candidate_backend)
-        return (searched, self.candidate_backend, self.faiss_index, self.faiss_parameters)
+        return (searched, *search_settings(self.candidate_backend, self.faiss_index, self.faiss_parameters))
 
     def lists(
         self,
