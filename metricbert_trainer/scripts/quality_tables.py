@@ -17,7 +17,8 @@ has seen) and the recipe command that trains its default model. The command
    model's gain over its start under each of those rankings.
 
 The TF-IDF rows are deterministic: ``tests/scripts/test_quality_tables.py`` recomputes them and
-fails when README.md states other numbers.
+fails when README.md states other numbers; it also fails when the prose that reads the tables
+quotes a "mean ± spread" the tables do not give (``unsupported_figures``).
 """
 
 from __future__ import annotations
@@ -347,13 +348,19 @@ def table_row(
     return [benchmark, view, label, *(cell(values[metric], signed) for metric in METRICS)]
 
 
+def trained_encoders(rows: Sequence[dict]) -> list[str]:
+    """The trained encoders of ``rows`` (each once, whatever rankings it has rows under): the
+    default recipe first, then the variants in file order."""
+    trained = dict.fromkeys(row["model"] for row in rows if row["train_seed"] is not None)
+    return sorted((name for name in trained if encoder_of(name) == name), key=lambda name: name != TRAINED)
+
+
 def tables(rows: Iterable[dict], command: str = COMMAND) -> dict[str, str]:
     """One markdown table per split: benchmarks and views in file order, then the untrained
     scorers, each trained model (the default recipe, then the variants in file order) alone and
     in the hybrid, and their gains; each table headed by the seeds it counts and ``command``."""
     rows = list(rows)
-    trained = list(dict.fromkeys(row["model"] for row in rows if row["train_seed"] is not None))
-    trained = sorted((name for name in trained if encoder_of(name) == name), key=lambda name: name != TRAINED)
+    trained = trained_encoders(rows)
     grouped = summarise(rows, trained)
     benchmarks = list(dict.fromkeys(row["benchmark"] for row in rows))
     suffixes = ranking_suffixes(rows)
@@ -395,6 +402,50 @@ def table_markers(name: str) -> tuple[str, str]:
         f"<!-- {name} tables: written by benchmarks/quality_tables.py --pages --tables-name {name} -->",
         f"<!-- end of {name} tables -->",
     )
+
+
+# A figure of the reading that follows a page's tables: a mean and its spread over training seeds.
+STATED_FIGURE = re.compile(r"([+\-−]?\d+\.\d\d) ± (\d+\.\d\d)")
+
+
+def reading_of_tables(page_text: str) -> str:
+    """The prose that reads a page's quality tables: from the tables' end marker to the next heading."""
+    after = page_text[page_text.index(TABLES_END) + len(TABLES_END) :]
+    heading = re.search(r"^#", after, flags=re.MULTILINE)
+    return after if heading is None else after[: heading.start()]
+
+
+def table_figures(rows: Iterable[dict]) -> set[tuple[str, str]]:
+    """Every (mean, spread) a reading of ``rows``' tables may state, to two decimals and unsigned:
+    each trained row's cells, and its gain over each untrained row of the same benchmark, split
+    and view (the spread is the trained row's, the untrained row being one number)."""
+    grouped = summarise(rows := list(rows), trained_encoders(rows))
+    figures = set()
+    for (benchmark, split, view, _), values in grouped.items():
+        runs = {metric: seeds for metric, seeds in values.items() if len(seeds) > 1}
+        starts = [
+            other
+            for (b, s, v, _), other in grouped.items()
+            if (b, s, v) == (benchmark, split, view) and len(other[METRICS[0]]) == 1
+        ]
+        for metric, seeds in runs.items():
+            mean, spread = statistics.fmean(seeds), f"{statistics.stdev(seeds):.2f}"
+            figures.add((f"{abs(mean):.2f}", spread))
+            figures.update((f"{abs(mean - start[metric][0]):.2f}", spread) for start in starts)
+    return figures
+
+
+def unsupported_figures(page_text: str, rows: Iterable[dict]) -> list[str]:
+    """The "mean ± spread" figures of ``page_text``'s reading of its tables that no row of ``rows``
+    gives (``table_figures``): the tables are rewritten by the command, the reading by hand, and a
+    reading left from an earlier table is what this catches."""
+    figures = table_figures(rows)
+    stated = STATED_FIGURE.finditer(reading_of_tables(page_text))
+    return [
+        match.group(0)
+        for match in stated
+        if (f"{abs(float(match.group(1).replace('−', '-'))):.2f}", match.group(2)) not in figures
+    ]
 
 
 def write_tables_into(page: Path, text: str, name: str = "quality") -> None:

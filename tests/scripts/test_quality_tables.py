@@ -26,6 +26,7 @@ from metricbert_trainer.scripts.quality_tables import (
     rows_left,
     table_markers,
     tables,
+    unsupported_figures,
 )
 
 SPEC = REPO_ROOT / "benchmarks" / "quality.yaml"
@@ -74,6 +75,48 @@ def test_the_results_file_holds_the_rows_the_pages_show(page):
     for table in rendered.values():
         for line in table_lines(table):
             assert line in page_text, f"{page} lacks, or states otherwise, the row {line}"
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_the_reading_of_the_tables_states_only_figures_the_tables_give(page):
+    """The prose after each page's tables quotes each "mean ± spread" as a cell of the tables or a
+    trained row's gain over an untrained row; a reading left from earlier tables fails."""
+    rows = read_rows(REPO_ROOT / "docs" / "results" / "quality_tables.jsonl")
+    text = (REPO_ROOT / page).read_text(encoding="utf-8")
+    assert unsupported_figures(text, rows) == []
+
+
+def test_a_figure_the_tables_do_not_give_is_named_and_one_they_give_is_not():
+    """Cells, gains over any untrained row (under another ranking too) and signs pass; a figure of
+    another table, or a right mean with the wrong spread, is named."""
+    rows = [
+        {
+            "benchmark": "wines",
+            "view": "plain",
+            "split": "test",
+            "model": ZERO_SHOT,
+            "train_seed": None,
+            "seeds": 5,
+            "metrics": dict.fromkeys(("mpr", "mrr", "hr@10", "hr@100", "map", "ndcg@20"), 90.0),
+        },
+        *(
+            {
+                "benchmark": "wines",
+                "view": "plain",
+                "split": "test",
+                "model": reranked(TRAINED),
+                "train_seed": seed,
+                "seeds": 5,
+                "metrics": dict.fromkeys(("mpr", "mrr", "hr@10", "hr@100", "map", "ndcg@20"), value),
+            }
+            for seed, value in ((1, 93.0), (2, 94.0), (3, 95.0))
+        ),
+    ]
+    reading = (
+        "MPR 94.00 ± 1.00, a gain of +4.00 ± 1.00 over the start alone; then 94.00 ± 0.50 and +3.65 ± 0.54."
+    )
+    page = f"{TABLES_START}\n\n{TABLES_END}\n\n{reading}\n\n## Next\n\nlater 1.23 ± 4.56"
+    assert unsupported_figures(page, rows) == ["94.00 ± 0.50", "+3.65 ± 0.54"]
 
 
 def test_the_lever_study_tables_on_the_quality_page_are_its_results_file():
