@@ -19,7 +19,8 @@ The arithmetic that makes ``P`` processes train exactly like one process on the 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import itertools
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -131,21 +132,36 @@ def share_of_global_mean(
     return local_sum * scale / count.clamp(min=1)
 
 
-def process_zero_copy(tensor: torch.Tensor, device: torch.device | str) -> torch.Tensor:
-    """Process 0's ``tensor`` on every process of a distributed run (``tensor`` itself outside one),
-    on ``tensor``'s device, sent through ``device`` (the run's own: NCCL sends CUDA tensors only).
-    Every process must call this at the same point with a tensor of the same shape and dtype.
+def listed_in_shares(
+    list_rows: Callable[[torch.Tensor], torch.Tensor], count: int, device: torch.device | str
+) -> torch.Tensor:
+    """``list_rows(rows)`` of all ``count`` rows, on every process, each process listing one share.
 
-    What every process computes for itself before training, the batches' neighbour lists above
-    all, must come out the same on all of them: each draws the epoch's order of items from its own
-    lists and keeps its share, so lists that differ would repeat some items and skip others. Exact
-    lists agree; a FAISS HNSW index is filled by parallel threads in whatever order they run, so
-    two processes may list a few neighbours differently. Process 0's lists settle it."""
-    if world_size() == 1:
-        return tensor
-    shared = tensor.to(device).contiguous()
-    dist.broadcast(shared, src=0)
-    return shared.to(tensor.device)
+    What the processes need before training, the batches' neighbour lists and the teacher's shared
+    neighbours above all, must come out the same on all of them: each draws the epoch's order of
+    items from its own lists and keeps its share, so lists that differ would repeat some items and
+    skip others. Each process lists a contiguous share of the rows (``torch.arange``, sizes within
+    one of each other) and every process receives all the shares, gathered through ``device`` (the
+    run's own: NCCL sends CUDA tensors only): ``P`` processes list ``N / P`` rows each instead of all
+    ``N`` rows each, which on one machine also stops them competing for its cores. Rows listed from a
+    FAISS index, which parallel threads fill in whatever order they run, may differ a little from
+    one process's index to another's; gathered, every process holds the same lists. ``list_rows``
+    must return ``[len(rows), K]`` with the same ``K`` and dtype on every process."""
+    processes = world_size()
+    if processes == 1:
+        return list_rows(torch.arange(count))
+    if count < processes:
+        raise ValueError(f"{count} rows cannot be shared among {processes} processes.")
+    bounds = [share * count // processes for share in range(processes + 1)]
+    sizes = [end - start for start, end in itertools.pairwise(bounds)]
+    rank = dist.get_rank()
+    own = list_rows(torch.arange(bounds[rank], bounds[rank + 1]))
+    # all_gather sends tensors of one shape: every share padded to the largest.
+    padded = torch.zeros((max(sizes), *own.shape[1:]), dtype=own.dtype, device=device)
+    padded[: len(own)] = own.to(device)
+    shares = [torch.empty_like(padded) for _ in range(processes)]
+    dist.all_gather(shares, padded)
+    return torch.cat([share[:size] for share, size in zip(shares, sizes, strict=True)]).to(own.device)
 
 
 def mean_by_name_across_processes(local: dict[str, float], device: torch.device | str) -> dict[str, float]:

@@ -311,32 +311,37 @@ def fused_candidate_lists(
     seed: int = 0,
     chunk: int = CHUNK,
     pools_out: np.ndarray | None = None,
+    items: np.ndarray | None = None,
     **search,
 ) -> np.ndarray:
-    """``[N, neighbours]``: each item's ``neighbours`` nearest other items under the fusion of
-    ``parts`` (each part's summed per-view distance, standardised per row, weighted and summed),
-    searched among its ``candidates`` nearest under the first part (``candidate_pools``, which
-    ``search`` configures), nearest first, ties by catalog order. ``pools_out``: an
-    ``[N, candidates]`` array each item's candidates are written into (NumPy's ``out``), for a
-    caller that reuses the search (``candidate_recommendations``)."""
+    """``[len(items), neighbours]``: each of ``items`` (every item by default), its ``neighbours``
+    nearest other items under the fusion of ``parts`` (each part's summed per-view distance,
+    standardised per row, weighted and summed), searched among its ``candidates`` nearest under the
+    first part (``candidate_pools``, which ``search`` configures), nearest first, ties by catalog
+    order. ``pools_out``: an ``[len(items), candidates]`` array each item's candidates are written
+    into (NumPy's ``out``), for a caller that reuses the search (``candidate_recommendations``)."""
     parts = [(Distance(distance), weight, vectors) for distance, weight, vectors in parts if weight]
     if not parts:
         raise ValueError("Every part of the fusion weighs 0, so nothing ranks the items.")
     if not 0 < neighbours <= candidates:
         raise ValueError(f"Need 0 < neighbours ({neighbours}) <= candidates ({candidates}).")
-    views, pools = candidate_pools(parts, candidates, **search)
+    views, pools = candidate_pools(parts, candidates, items=items, **search)
     weighed = [(distance, weight) for distance, weight, _ in parts]
     count = np.shape(views[0][0])[0]
     drawn = spread_sample(count, sample, seed)
-    lists = np.empty((count, neighbours), dtype=np.int64)
+    items = np.arange(count) if items is None else np.asarray(items)
+    # Where each item's list goes: its place among ``items``.
+    place = np.empty(count, dtype=np.int64)
+    place[items] = np.arange(len(items))
+    lists = np.empty((len(items), neighbours), dtype=np.int64)
     for searched, searched_pools in pools:
         for start in range(0, len(searched), chunk):
             rows, pool = searched[start : start + chunk], searched_pools[start : start + chunk]
             if pools_out is not None:
-                pools_out[rows] = pool
+                pools_out[place[rows]] = pool
             fused, _ = pooled_fusion(weighed, views, rows, pool, drawn)
             order = np.lexsort((pool, fused), axis=1)[:, :neighbours]
-            lists[rows] = np.take_along_axis(pool, order, axis=1)
+            lists[place[rows]] = np.take_along_axis(pool, order, axis=1)
     return lists
 
 

@@ -48,22 +48,26 @@ def item_vectors(fields: list[torch.Tensor]) -> torch.Tensor:
 
 
 def nearest_neighbours(
-    vectors: torch.Tensor, candidates: int, index: str = EXACT, search_parameters: str = ""
+    vectors: torch.Tensor,
+    candidates: int,
+    index: str = EXACT,
+    search_parameters: str = "",
+    rows: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """[N, K]: each item's ``candidates`` most similar other items (unit ``vectors``), nearest first.
+    """[len(rows), K]: each of the items ``rows`` (every item by default), its ``candidates`` most
+    similar other items of the catalog (unit ``vectors``), nearest first.
 
     ``index``: ``"exact"``, or a ``faiss.index_factory`` string whose inner-product index lists
     them approximately, searched with ``search_parameters`` (``"nprobe=16"`` for IVF).
     """
+    rows = torch.arange(len(vectors)) if rows is None else rows
     if index != EXACT:
-        return indexed_neighbours(vectors, candidates, index, search_parameters)
-    count = len(vectors)
-    kept = min(candidates, count - 1)
+        return indexed_neighbours(vectors, candidates, index, search_parameters, rows)
+    kept = min(candidates, len(vectors) - 1)
     lists = []
-    for start in range(0, count, CHUNK):
-        similarity = vectors[start : start + CHUNK] @ vectors.T
-        rows = torch.arange(len(similarity))
-        similarity[rows, rows + start] = -torch.inf  # never one's own neighbour
+    for chunk in rows.split(CHUNK):
+        similarity = vectors[chunk] @ vectors.T
+        similarity[torch.arange(len(chunk)), chunk] = -torch.inf  # never one's own neighbour
         lists.append(similarity.topk(kept, dim=1).indices)
     return torch.cat(lists)
 
@@ -89,24 +93,23 @@ def check_faiss_index(factory: str, search_parameters: str) -> None:
 
 
 def indexed_neighbours(
-    vectors: torch.Tensor, candidates: int, factory: str, search_parameters: str
+    vectors: torch.Tensor, candidates: int, factory: str, search_parameters: str, rows: torch.Tensor
 ) -> torch.Tensor:
-    """``nearest_neighbours`` through an approximate FAISS index: the index is trained and filled
-    with every item, then asked for one more neighbour than needed, since an item usually finds
-    itself. A slot the index leaves empty (``-1``) holds the item itself, which a group skips as
+    """``nearest_neighbours`` of ``rows`` through an approximate FAISS index: the index is trained
+    and filled with every item, then asked for one more neighbour than needed, since an item usually
+    finds itself. A slot the index leaves empty (``-1``) holds the item itself, which a group skips as
     already taken."""
     from metricbert_trainer.evaluation.neighbours import inner_product_index
 
     matrix = np.ascontiguousarray(vectors.float().numpy())
-    count = len(matrix)
-    kept = min(candidates, count - 1)
-    _, found = inner_product_index(matrix, factory, search_parameters).search(matrix, kept + 1)
-    rows = np.arange(count)[:, None]
-    found = np.where(found < 0, rows, found)
+    kept = min(candidates, len(matrix) - 1)
+    items = rows.numpy()[:, None]
+    _, found = inner_product_index(matrix, factory, search_parameters).search(matrix[items[:, 0]], kept + 1)
+    found = np.where(found < 0, items, found)
     # Drop each item from its own list; where the index did not return it, drop the farthest.
-    own = found == rows
+    own = found == items
     own[~own.any(axis=1), -1] = True
-    return torch.from_numpy(found[~own].reshape(count, kept))
+    return torch.from_numpy(found[~own].reshape(len(items), kept))
 
 
 def neighbourhood_groups(

@@ -74,19 +74,20 @@ def teacher_neighbour_lists(
     tfidf_weight: float,
     neighbours: int,
     distance: Distance | str = Distance.ANGULAR,
+    rows: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """``[N, k]``: each item's ``neighbours`` nearest other items under the teacher's ranking of the
-    whole catalog, nearest first. ``encoder_fields``: the frozen start's vectors, ``[N, H]`` per
-    field; ``tfidf_fields``: ``TokenTfidf.catalog_vectors`` per field, in the same order; rows from
+    """``[len(rows), k]``: each of the items ``rows`` (every item by default), its ``neighbours``
+    nearest other items under the teacher's ranking of the whole catalog, nearest first.
+    ``encoder_fields``: the frozen start's vectors, ``[N, H]`` per field; ``tfidf_fields``:
+    ``TokenTfidf.catalog_vectors`` per field, in the same order; distances from
     ``teacher_distance_rows``, ``CHUNK`` items at a time."""
     count = len(encoder_fields[0])
     if not 0 < neighbours < count:
         raise ValueError(f"{neighbours} neighbours per item need a catalog of more items; it has {count}.")
     lists = []
-    for start in range(0, count, CHUNK):
-        rows = torch.arange(start, min(start + CHUNK, count))
+    for chunk in (torch.arange(count) if rows is None else rows).split(CHUNK):
         fused = teacher_distance_rows(
-            encoder_fields, tfidf_fields, rows, tfidf_weight=tfidf_weight, distance=distance
+            encoder_fields, tfidf_fields, chunk, tfidf_weight=tfidf_weight, distance=distance
         )
         lists.append(fused.topk(neighbours, dim=1, largest=False).indices)
     return torch.cat(lists)
@@ -100,11 +101,13 @@ def teacher_candidate_lists(
     neighbours: int,
     candidates: int,
     distance: Distance | str = Distance.ANGULAR,
+    rows: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """``teacher_neighbour_lists`` searched among each item's ``candidates`` nearest under the
-    frozen start (a FAISS HNSW index of its vectors): the same fusion re-scores the candidates, each
-    part standardised by its spread over a sample of the catalog (``candidate_lists``) instead of
-    over the whole row, so ``N * candidates`` distances replace ``N^2``."""
+    """``teacher_neighbour_lists`` of ``rows`` (every item by default) searched among each item's
+    ``candidates`` nearest under the frozen start (a FAISS HNSW index of its vectors): the same
+    fusion re-scores the candidates, each part standardised by its spread over a sample of the
+    catalog (``candidate_lists``) instead of over the whole row, so ``N * candidates`` distances
+    replace ``N^2``."""
     encoder = {f"field {number}": vectors.float().numpy() for number, vectors in enumerate(encoder_fields)}
     tfidf = {f"field {number}": matrix for number, matrix in enumerate(tfidf_fields)}
     lists = fused_candidate_lists(
@@ -112,6 +115,7 @@ def teacher_candidate_lists(
         neighbours,
         candidates,
         backend="faiss",
+        items=None if rows is None else rows.numpy(),
     )
     return torch.from_numpy(lists)
 

@@ -16,7 +16,7 @@ from metricbert_trainer.base.checkpoints import checkpoint_to_resume
 from metricbert_trainer.base.collator import field_inputs, unmasked
 from metricbert_trainer.base.distributed import (
     gather_with_grad,
-    process_zero_copy,
+    listed_in_shares,
     share_of_global_mean,
     world_size,
 )
@@ -378,14 +378,17 @@ class MetricBertTrainer(CatalogTrainer):
             else "every item against every other",
         )
         if searched:
-            lists = teacher_candidate_lists(encoder, tfidf, candidates=candidates, **options)
-        else:
-            lists = teacher_neighbour_lists(encoder, tfidf, **options)
-        lists = process_zero_copy(lists, self.args.device)  # one teacher on every process
+            options["candidates"] = candidates
+        list_rows = teacher_candidate_lists if searched else teacher_neighbour_lists
+        lists = listed_in_shares(
+            lambda rows: list_rows(encoder, tfidf, rows=rows, **options), items, self.args.device
+        )
         logger.info(
-            "Shared neighbours: the teacher's %d nearest items of each of %d, in %.1f s.",
+            "Shared neighbours: the teacher's %d nearest items of each of %d, in %.1f s (%d process(es), "
+            "a share each).",
             *lists.shape[::-1],
             time.perf_counter() - started,
+            world_size(),
         )
         return SharedNeighbours(lists, [tokens[name].keys for name in self.fields])
 
@@ -484,19 +487,26 @@ class MetricBertTrainer(CatalogTrainer):
         fields = self._guide_catalog_vectors()
         started = time.perf_counter()
         size = self.args.batch_neighbourhood_size
-        neighbours = nearest_neighbours(
-            item_vectors(fields),
-            candidates=candidates_per_item(size),
-            index=self.args.neighbourhood_index,
-            search_parameters=self.args.neighbourhood_search_parameters,
+        vectors = item_vectors(fields)
+        neighbours = listed_in_shares(
+            lambda rows: nearest_neighbours(
+                vectors,
+                candidates=candidates_per_item(size),
+                index=self.args.neighbourhood_index,
+                search_parameters=self.args.neighbourhood_search_parameters,
+                rows=rows,
+            ),
+            len(vectors),
+            self.args.device,
         )
-        neighbours = process_zero_copy(neighbours, self.args.device)
         logger.info(
-            "Neighbourhood batches: the %d nearest items of each of %d (%s), in %.1f s.",
+            "Neighbourhood batches: the %d nearest items of each of %d (%s), in %.1f s (%d process(es), "
+            "a share each).",
             neighbours.shape[1],
             len(neighbours),
             self.args.neighbourhood_index,
             time.perf_counter() - started,
+            world_size(),
         )
         return NeighbourhoodSampler(neighbours, size, seed=self.args.seed)
 

@@ -189,14 +189,26 @@ def test_statistics_only_some_processes_recorded_are_averaged_by_name(tmp_path):
         assert json.loads((tmp_path / f"rank{rank}.json").read_text()) == expected
 
 
-def test_lists_each_process_computed_are_process_zeros_on_every_process(tmp_path):
-    """The batches' neighbour lists and the teacher's are computed by every process; where they
-    differ (a FAISS HNSW index filled by threads in any order), process 0's reach every process."""
-    launch("cpu.yaml", MULTIPROCESS_SCRIPTS / "process_zero_copy.py", str(tmp_path))
+def test_each_process_lists_its_share_and_every_process_gets_the_whole_catalogs_lists(tmp_path):
+    """The batches' neighbour lists and the teacher's are listed a share per process and gathered:
+    each process lists a disjoint half of the rows, and both end with the lists one process lists
+    alone (exact search) or, where each process's own lists differ, with one and the same lists."""
+    from metricbert_trainer.metricbert.neighbourhood_batches import nearest_neighbours
+
+    launch("cpu.yaml", MULTIPROCESS_SCRIPTS / "listed_in_shares.py", str(tmp_path))
     ranks = [json.loads((tmp_path / f"rank{rank}.json").read_text()) for rank in (0, 1)]
-    assert ranks[0]["own"] != ranks[1]["own"]  # the processes did compute different lists
+    shares = [rank["listed"] for rank in ranks]
+    items = len(ranks[0]["vectors"])
+    assert all(len(share) == 1 for share in shares)  # each process listed once
+    assert sorted(shares[0][0] + shares[1][0]) == list(range(items))
+    assert {len(shares[0][0]), len(shares[1][0])} == {items // 2, items // 2 + 1}
+    alone = nearest_neighbours(torch.tensor(ranks[0]["vectors"], dtype=torch.float32), candidates=12)
     for rank in ranks:
-        assert rank["agreed"] == ranks[0]["own"] and rank["dtype"] == "torch.int64"
+        assert rank["exact"] == alone.tolist() and rank["dtype"] == "torch.int64"
+        assert rank["searched"] == ranks[0]["searched"] and len(rank["searched"]) == items
+        assert rank["own"] == ranks[0]["own"]
+    # Each process's rows came from that process: the second share carries its offset.
+    assert ranks[0]["own"][0][0] == 0 and ranks[0]["own"][-1][0] == 1000 + items - 1
 
 
 def test_encode_shares_the_catalog_among_processes_and_writes_one_cache(files, tiny_model_path, tmp_path):
@@ -280,7 +292,8 @@ def test_two_process_run_resumes_from_its_checkpoint(tmp_path, tiny_model_path, 
     assert state["global_step"] == 4
 
 
-# The MiniLM recipes' objective: MLM masks, the head's warm-up, the weight ramp, length groups, the guard.
+# The MiniLM recipes' objective: MLM masks, the head's warm-up, the weight ramp, length groups, the
+# guard, and the teacher's shared neighbours (the recipe's 50 are more than 48 items have).
 WHOLE_OBJECTIVE = flags(
     mlm_weight=1.0,
     mlm_probability=0.15,
@@ -288,6 +301,7 @@ WHOLE_OBJECTIVE = flags(
     mlm_weight_ramp_steps=2,
     length_groups=4,
     distill_weight=1.0,
+    teacher_shared_neighbours=5,
 )
 
 
@@ -322,6 +336,10 @@ def test_zero3_warms_the_partitioned_head_up_as_ddp_does_and_consolidates(
     output_dir = tmp_path / "zero3"
     result = train_wines("zero3.yaml", tiny_model_path, output_dir, *WHOLE_OBJECTIVE)
     assert "MLM-head warm-up, 2 steps" in result.stderr
+    # Both lists were listed a share per process (the rest of the lists' test is the one above).
+    for listed in ("Shared neighbours: the teacher's 5 nearest items of each of 48", "Neighbourhood batches"):
+        line = next(line for line in result.stderr.splitlines() if listed in line)
+        assert line.endswith("(2 process(es), a share each).")
     shards = sorted(path.name for path in (output_dir / "checkpoint-4" / "global_step4").iterdir())
     assert "zero_pp_rank_1_mp_rank_00_model_states.pt" in shards  # parameters were partitioned
     consolidated = tmp_path / "consolidated"

@@ -67,6 +67,10 @@ def test_an_exhaustively_searched_faiss_index_lists_the_exact_neighbours():
     )
     exact = nearest_neighbours(vectors, candidates=12)
     assert torch.equal(nearest_neighbours(vectors, 12, index="Flat"), exact)
+    # A process's share of the rows (distributed.listed_in_shares), in any order, lists as the whole.
+    share = torch.tensor([399, 5, 200, 0, 17])
+    assert torch.equal(nearest_neighbours(vectors, 12, rows=share), exact[share])
+    assert torch.equal(nearest_neighbours(vectors, 12, index="Flat", rows=share), exact[share])
     # An IVF index probing all of its 8 lists compares every pair, as the exact lists do.
     assert torch.equal(
         nearest_neighbours(vectors, 12, index="IVF8,Flat", search_parameters="nprobe=8"), exact

@@ -81,6 +81,12 @@ def test_the_lists_are_the_teachers_nearest_items_over_the_whole_catalog(
     # exact ones; among fewer, each list is drawn from the item's nearest under the start.
     searched = teacher_candidate_lists(encoder, tfidf, tfidf_weight=0.3, neighbours=5, candidates=39)
     np.testing.assert_array_equal(searched.numpy(), expected)
+    # A process's share of the rows (distributed.listed_in_shares), in any order, lists as the whole.
+    share = torch.tensor([31, 2, 17, 3, 39, 0, 8])
+    options = {"tfidf_weight": 0.3, "neighbours": 5, "rows": share}
+    np.testing.assert_array_equal(teacher_neighbour_lists(encoder, tfidf, **options).numpy(), expected[share])
+    shared = teacher_candidate_lists(encoder, tfidf, candidates=39, **options)
+    np.testing.assert_array_equal(shared.numpy(), expected[share])
     searched = teacher_candidate_lists(encoder, tfidf, tfidf_weight=0.3, neighbours=5, candidates=12)
     np.fill_diagonal(encoder_rows, np.inf)
     nearest_under_start = np.argsort(encoder_rows, axis=1, kind="stable")[:, :12]
