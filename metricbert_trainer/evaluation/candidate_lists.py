@@ -133,14 +133,39 @@ def stacked_unit_views(vectors: dict) -> tuple[np.ndarray, list[np.ndarray]]:
         return vectors.stacked, list(vectors.values())
     if any(sparse.issparse(view) for view in vectors.values()):
         raise ValueError("The 'faiss' backend searches dense vectors; use backend='exact'.")
-    widths = [np.shape(view)[1] for view in vectors.values()]
-    stacked = np.empty((np.shape(next(iter(vectors.values())))[0], sum(widths)), dtype=np.float32)
-    edges = np.cumsum([0, *widths])
-    for view, start, stop in zip(vectors.values(), edges[:-1], edges[1:], strict=True):
-        columns = stacked[:, start:stop]
+    count = np.shape(next(iter(vectors.values())))[0]
+    stacked, slices = stacked_columns(count, [np.shape(view)[1] for view in vectors.values()])
+    for view, columns in zip(vectors.values(), slices, strict=True):
         columns[:] = view
         if not is_unit_scaled(np.asarray(view)):
             normalize(columns, copy=False)  # in place: no [N, width] copy beside the matrix
+    return stacked, slices
+
+
+def unit_rows_of(source: np.ndarray, rows: dict[str, np.ndarray]) -> UnitViews:
+    """Views that are rows of one float32 matrix: view ``name`` is ``source[rows[name]]``, scaled to
+    unit length, each a column slice of one matrix (``UnitViews.stacked``), as ``unit_vectors``
+    gives them from the views themselves. The rows are gathered straight into the matrix, so no
+    view is ever held apart from it: training's teacher reads the start's vectors of every catalog
+    text from the guide's cache this way (at ten million items each view held apart would be
+    another 15 GiB; docs/scale_out.md)."""
+    source = np.asarray(source, dtype=np.float32)
+    count = len(next(iter(rows.values())))
+    stacked, slices = stacked_columns(count, [source.shape[1]] * len(rows))
+    for picked, columns in zip(rows.values(), slices, strict=True):
+        # mode "clip" writes into the slice directly ("raise" buffers a whole copy first).
+        np.take(source, picked, axis=0, out=columns, mode="clip")
+        if not is_unit_scaled(columns):
+            normalize(columns, copy=False)
+    unit = UnitViews(zip(rows, slices, strict=True))
+    unit.stacked = stacked
+    return unit
+
+
+def stacked_columns(count: int, widths: Sequence[int]) -> tuple[np.ndarray, list[np.ndarray]]:
+    """An uninitialised float32 ``[count, sum(widths)]`` matrix, and its column slices of ``widths``."""
+    stacked = np.empty((count, sum(widths)), dtype=np.float32)
+    edges = np.cumsum([0, *widths])
     return stacked, [stacked[:, start:stop] for start, stop in zip(edges[:-1], edges[1:], strict=True)]
 
 

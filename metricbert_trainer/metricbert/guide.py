@@ -106,12 +106,16 @@ class StartingModelGuide:
         """How many distinct texts ``cache_embeddings`` stored (0 without a cache)."""
         return len(self._cached_rows)
 
-    def cached_vectors(self, keys: Sequence[bytes]) -> torch.Tensor:
-        """[len(keys), H]: the cached vectors of the texts with these ``token_key``s, every one
-        cached by ``cache_embeddings``."""
+    def cache_matrix(self) -> torch.Tensor:
+        """[texts, H]: every vector ``cache_embeddings`` stored, one row per distinct text."""
         if self._cached_vectors is None:
             raise ValueError("The guide holds no cache: call cache_embeddings first.")
-        return self._cached_vectors[[self._cached_rows[key] for key in keys]]
+        return self._cached_vectors
+
+    def cache_rows(self, keys: Sequence[bytes]) -> np.ndarray:
+        """The rows of ``cache_matrix`` that hold the texts with these ``token_key``s, every one
+        cached by ``cache_embeddings``."""
+        return np.fromiter((self._cached_rows[key] for key in keys), dtype=np.int64, count=len(keys))
 
     @torch.no_grad()
     def embed(self, batch: dict[str, torch.Tensor], fields: tuple[str, ...]) -> torch.Tensor:

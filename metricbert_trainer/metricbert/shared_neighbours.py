@@ -32,7 +32,7 @@ from scipy import sparse
 
 from metricbert_trainer.base.collator import field_inputs, unmasked
 from metricbert_trainer.base.distances import Distance, pairwise_distance
-from metricbert_trainer.evaluation.candidate_lists import fused_candidate_lists
+from metricbert_trainer.evaluation.candidate_lists import UnitViews, fused_candidate_lists
 from metricbert_trainer.metricbert.guide import batch_token_keys
 from metricbert_trainer.metricbert.losses.teacher import standardised_rows
 
@@ -94,7 +94,7 @@ def teacher_neighbour_lists(
 
 
 def teacher_candidate_lists(
-    encoder_fields: Sequence[torch.Tensor],
+    encoder_fields: Sequence[torch.Tensor] | UnitViews,
     tfidf_fields: Sequence[sparse.csr_matrix],
     *,
     tfidf_weight: float,
@@ -107,8 +107,14 @@ def teacher_candidate_lists(
     ``candidates`` nearest under the frozen start (a FAISS HNSW index of its vectors): the same
     fusion re-scores the candidates, each part standardised by its spread over a sample of the
     catalog (``candidate_lists``) instead of over the whole row, so ``N * candidates`` distances
-    replace ``N^2``."""
-    encoder = {f"field {number}": vectors.float().numpy() for number, vectors in enumerate(encoder_fields)}
+    replace ``N^2``. ``encoder_fields`` may be the start's views already at unit length, side by
+    side in one matrix (``candidate_lists.unit_rows_of``), which the search then reads as they are."""
+    if isinstance(encoder_fields, UnitViews):
+        encoder = encoder_fields
+    else:
+        encoder = {
+            f"field {number}": vectors.float().numpy() for number, vectors in enumerate(encoder_fields)
+        }
     tfidf = {f"field {number}": matrix for number, matrix in enumerate(tfidf_fields)}
     lists = fused_candidate_lists(
         [(distance, 1 - tfidf_weight, encoder), (Distance.COSINE, tfidf_weight, tfidf)],

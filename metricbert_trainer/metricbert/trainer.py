@@ -23,6 +23,7 @@ from metricbert_trainer.base.distributed import (
 from metricbert_trainer.base.gradient_norms import term_gradient_norms
 from metricbert_trainer.base.length_groups import length_groups_on
 from metricbert_trainer.base.trainer import CatalogTrainer
+from metricbert_trainer.evaluation.candidate_lists import UnitViews, unit_rows_of
 from metricbert_trainer.metricbert.collator import MetricBertCollator
 from metricbert_trainer.metricbert.config import MetricBertConfig
 from metricbert_trainer.metricbert.forward import enable_metric_forward
@@ -355,7 +356,6 @@ class MetricBertTrainer(CatalogTrainer):
                 items,
             )
             return None
-        encoder = self._guide_catalog_vectors()
         started = time.perf_counter()
         tokens = self.training_token_rows
         vocabulary = len(self.processing_class)
@@ -379,6 +379,9 @@ class MetricBertTrainer(CatalogTrainer):
         )
         if searched:
             options["candidates"] = candidates
+            encoder = self._guide_catalog_unit_views()
+        else:
+            encoder = self._guide_catalog_vectors()
         list_rows = teacher_candidate_lists if searched else teacher_neighbour_lists
         lists = listed_in_shares(
             lambda rows: list_rows(encoder, tfidf, rows=rows, **options), items, self.args.device
@@ -392,12 +395,25 @@ class MetricBertTrainer(CatalogTrainer):
         )
         return SharedNeighbours(lists, [tokens[name].keys for name in self.fields])
 
-    def _guide_catalog_vectors(self) -> list[torch.Tensor]:
-        """The frozen start's vectors of every catalog text, ``[N, H]`` per field, from the guide's
-        cache (filled first if the run has not filled it)."""
+    def _guide_cache_rows(self) -> dict[str, np.ndarray]:
+        """Each field's rows of the guide's cache (``StartingModelGuide.cache_matrix``), one per
+        catalog item; the cache is filled first if the run has not filled it. Reading the start's
+        vectors through these rows, rather than a copy of each field, is what keeps the lists'
+        memory to the cache and one matrix (``item_vectors``, ``unit_rows_of``)."""
         if not self.guide.cached_texts:
             self._cache_guide_embeddings()
-        return [self.guide.cached_vectors(self.training_token_rows[name].keys) for name in self.fields]
+        return {name: self.guide.cache_rows(self.training_token_rows[name].keys) for name in self.fields}
+
+    def _guide_catalog_unit_views(self) -> UnitViews:
+        """The frozen start's vectors of every catalog text at unit length, each field a column
+        slice of one matrix (``candidate_lists.unit_rows_of``)."""
+        rows = self._guide_cache_rows()
+        return unit_rows_of(self.guide.cache_matrix().numpy(), rows)
+
+    def _guide_catalog_vectors(self) -> list[torch.Tensor]:
+        """The frozen start's vectors of every catalog text, ``[N, H]`` per field."""
+        rows = self._guide_cache_rows()
+        return [self.guide.cache_matrix()[field_rows] for field_rows in rows.values()]
 
     def _warm_up_mlm_head(self) -> MlmHeadWarmup:
         """``mlm_warmup.warm_up_mlm_head`` with the run's settings; its time includes counting the
@@ -484,10 +500,10 @@ class MetricBertTrainer(CatalogTrainer):
 
     def _build_neighbourhood_sampler(self) -> NeighbourhoodSampler:
         """The sampler of ``batch_neighbourhood_size``, from the guide's cached vectors of every text."""
-        fields = self._guide_catalog_vectors()
+        rows = list(self._guide_cache_rows().values())
         started = time.perf_counter()
         size = self.args.batch_neighbourhood_size
-        vectors = item_vectors(fields)
+        vectors = item_vectors([self.guide.cache_matrix()] * len(rows), rows)
         neighbours = listed_in_shares(
             lambda rows: nearest_neighbours(
                 vectors,

@@ -17,6 +17,7 @@ from metricbert_trainer.evaluation.candidate_lists import (
     faiss_candidate_pools,
     prepared_parts,
     stacked_unit_views,
+    unit_rows_of,
     unit_view,
 )
 from metricbert_trainer.evaluation.hybrid import standardised_rows, with_tfidf
@@ -248,6 +249,29 @@ def test_faiss_candidate_pools_leave_each_item_out_across_chunks():
     assert seen == list(range(50))
     with pytest.raises(ValueError, match="NaN"):  # sklearn's normalize refuses it
         stacked_unit_views({"title": np.full((3, 2), np.nan)})
+
+
+def test_views_gathered_from_rows_of_one_matrix_are_the_stacked_unit_views_of_those_rows():
+    """``unit_rows_of`` (training's teacher reading the guide's cache) gathers each view's rows into
+    its column slice and scales it there: bit for bit what stacking the gathered views gives, with
+    repeated rows, an order of its own per view, and views already of unit length kept as they are."""
+    rng = np.random.default_rng(3)
+    source = rng.standard_normal((30, 6)).astype(np.float32)
+    source[20:] /= np.linalg.norm(source[20:], axis=1, keepdims=True)
+    rows = {
+        "title": rng.integers(0, 20, 45),
+        "description": rng.integers(0, 30, 45),
+        "unit": np.arange(20, 30),
+    }
+    rows["unit"] = np.resize(rows["unit"], 45)
+    gathered = unit_rows_of(source, rows)
+    stacked, slices = stacked_unit_views({name: source[picked] for name, picked in rows.items()})
+    assert gathered.stacked.tobytes() == stacked.tobytes()
+    assert list(gathered) == list(rows) and all(
+        np.shares_memory(view, gathered.stacked) for view in gathered.values()
+    )
+    assert np.array_equal(gathered["unit"], source[rows["unit"]])  # already unit length: untouched
+    assert stacked_unit_views(gathered)[0] is gathered.stacked  # a search reads it as it is
 
 
 def test_lists_searched_among_candidates_keep_those_candidates_in_memory_and_cache(

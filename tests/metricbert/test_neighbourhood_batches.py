@@ -2,6 +2,7 @@
 
 import logging
 
+import numpy as np
 import pytest
 import torch
 from conftest import tiny_metricbert_trainer
@@ -105,6 +106,11 @@ def test_item_vectors_compare_items_by_the_mean_of_their_fields_cosines():
     unit = [torch.nn.functional.normalize(field, dim=1) for field in (titles, descriptions)]
     expected = (unit[0] @ unit[0].T + unit[1] @ unit[1].T) / 2
     assert torch.allclose(items @ items.T, expected, atol=1e-6)
+    # Bit for bit the fields scaled apart and joined, the recipe's lists before each field's rows
+    # were gathered in place; and the same items when their rows are picked from one matrix.
+    assert torch.equal(items, torch.cat(unit, dim=1) / 2**0.5)
+    cache, picked = torch.cat([descriptions, titles]), [np.arange(5, 10), np.arange(5)]
+    assert torch.equal(item_vectors([cache, cache], picked), items)
 
 
 def _trainer(tmp_path, model_path, tokenizer, items, **overrides):
@@ -135,9 +141,10 @@ def test_training_draws_its_batches_from_neighbourhoods_of_the_starting_model(
     assert f"nearest items of each of 64 ({index.get('neighbourhood_index', 'exact')})" in caplog.text
     sampler = trainer.neighbourhood_sampler
     assert sampler.epoch == 1  # the loop tells the sampler each epoch, so each draws its own groups
+    cache = trainer.guide.cache_matrix()
     vectors = item_vectors(
         [
-            trainer.guide.cached_vectors(TokenRows.tokenize(tokenizer, items[name], max_length=64).keys)
+            cache[trainer.guide.cache_rows(TokenRows.tokenize(tokenizer, items[name], max_length=64).keys)]
             for name in ("title", "description")
         ]
     )

@@ -12,6 +12,7 @@ from conftest import tiny_metricbert_trainer
 from metricbert_trainer.base.distances import Distance, pairwise_distance
 from metricbert_trainer.data.catalog import load_catalog
 from metricbert_trainer.data.token_rows import TokenRows
+from metricbert_trainer.evaluation.candidate_lists import unit_rows_of
 from metricbert_trainer.evaluation.hybrid import standardised_rows
 from metricbert_trainer.metricbert import shared_neighbours as module
 from metricbert_trainer.metricbert.collator import MetricBertCollator
@@ -87,6 +88,11 @@ def test_the_lists_are_the_teachers_nearest_items_over_the_whole_catalog(
     np.testing.assert_array_equal(teacher_neighbour_lists(encoder, tfidf, **options).numpy(), expected[share])
     shared = teacher_candidate_lists(encoder, tfidf, candidates=39, **options)
     np.testing.assert_array_equal(shared.numpy(), expected[share])
+    # The start's views gathered at unit length from one cache (the trainer's guide) list the same.
+    cache = torch.cat(encoder).numpy()
+    views = unit_rows_of(cache, {"title": np.arange(40), "description": np.arange(40, 80)})
+    gathered = teacher_candidate_lists(views, tfidf, tfidf_weight=0.3, neighbours=5, candidates=39)
+    np.testing.assert_array_equal(gathered.numpy(), expected)
     searched = teacher_candidate_lists(encoder, tfidf, tfidf_weight=0.3, neighbours=5, candidates=12)
     np.fill_diagonal(encoder_rows, np.inf)
     nearest_under_start = np.argsort(encoder_rows, axis=1, kind="stable")[:, :12]
@@ -216,6 +222,16 @@ def test_a_run_can_search_the_lists_among_candidates_and_says_so_in_its_log_and_
     )
     assert trainer.shared_neighbours.lists.shape == (40, 4)
     assert trainer.args.loss_config()["teacher_shared_neighbour_candidates"] == 10
+    # The trainer gathers the start's unit views straight from the guide's cache: the lists are those
+    # of the start's vectors of each field as they are (HNSW over 40 items finds every neighbour).
+    vocabulary = len(tokenizer)
+    tfidf = [
+        trainer.token_tfidf.catalog_vectors(name, rows.counts(vocabulary))
+        for name, rows in trainer.training_token_rows.items()
+    ]
+    options = {"tfidf_weight": trainer.args.teacher_tfidf_weight, "neighbours": 4, "candidates": 10}
+    expected = teacher_candidate_lists(trainer._guide_catalog_vectors(), tfidf, **options)
+    assert torch.equal(trainer.shared_neighbours.lists, expected)
 
 
 def test_a_catalog_too_small_for_k_trains_without_shared_neighbours_and_says_so(
