@@ -148,7 +148,7 @@ def unit_rows_of(source: np.ndarray, rows: dict[str, np.ndarray]) -> UnitViews:
     gives them from the views themselves. The rows are gathered straight into the matrix, so no
     view is ever held apart from it: training's teacher reads the start's vectors of every catalog
     text from the guide's cache this way (at ten million items each view held apart would be
-    another 15 GiB; docs/scale_out.md)."""
+    another 14 GiB; docs/scale_out.md)."""
     source = np.asarray(source, dtype=np.float32)
     count = len(next(iter(rows.values())))
     stacked, slices = stacked_columns(count, [source.shape[1]] * len(rows))

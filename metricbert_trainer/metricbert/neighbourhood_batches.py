@@ -45,8 +45,8 @@ def item_vectors(fields: Sequence[torch.Tensor], rows: Sequence[np.ndarray] | No
     itself without ``rows``; ``[N, H]`` each): the cosine of two items' vectors is the mean of their
     fields' cosines, the similarities ``Metric_Inf`` sums. Each field's rows are gathered into its
     columns of the one ``[N, F x H]`` matrix and scaled there, so no field is held apart from it:
-    the trainer gathers them from the guide's cache (one row per distinct text), where a copy per
-    field was 29 GiB at ten million items."""
+    the trainer gathers them from the guide's cache (one row per distinct text), where copies of
+    the two fields were 29 GiB at ten million items."""
     rows = [np.arange(len(vectors)) for vectors in fields] if rows is None else rows
     width = fields[0].shape[1]
     items = torch.empty((len(rows[0]), width * len(fields)), dtype=torch.float32)

@@ -55,6 +55,12 @@ from metricbert_trainer.publishing.model_card import CardMethod
 logger = logging.getLogger(__name__)
 
 
+def listed_by() -> str:
+    """How a log line says the catalog's lists were listed: by shares in a distributed run."""
+    processes = world_size()
+    return f" ({processes} processes, a share each)" if processes > 1 else ""
+
+
 def gather_field_major(vectors: torch.Tensor) -> torch.Tensor:
     """A frozen model's ``[titles; descriptions]`` of this process's items, gathered into the same
     layout over every process's items (the layout the gathered student embeddings have)."""
@@ -387,11 +393,10 @@ class MetricBertTrainer(CatalogTrainer):
             lambda rows: list_rows(encoder, tfidf, rows=rows, **options), items, self.args.device
         )
         logger.info(
-            "Shared neighbours: the teacher's %d nearest items of each of %d, in %.1f s (%d process(es), "
-            "a share each).",
+            "Shared neighbours: the teacher's %d nearest items of each of %d, in %.1f s%s.",
             *lists.shape[::-1],
             time.perf_counter() - started,
-            world_size(),
+            listed_by(),
         )
         return SharedNeighbours(lists, [tokens[name].keys for name in self.fields])
 
@@ -500,10 +505,10 @@ class MetricBertTrainer(CatalogTrainer):
 
     def _build_neighbourhood_sampler(self) -> NeighbourhoodSampler:
         """The sampler of ``batch_neighbourhood_size``, from the guide's cached vectors of every text."""
-        rows = list(self._guide_cache_rows().values())
+        field_rows = list(self._guide_cache_rows().values())
         started = time.perf_counter()
         size = self.args.batch_neighbourhood_size
-        vectors = item_vectors([self.guide.cache_matrix()] * len(rows), rows)
+        vectors = item_vectors([self.guide.cache_matrix()] * len(field_rows), field_rows)
         neighbours = listed_in_shares(
             lambda rows: nearest_neighbours(
                 vectors,
@@ -516,13 +521,12 @@ class MetricBertTrainer(CatalogTrainer):
             self.args.device,
         )
         logger.info(
-            "Neighbourhood batches: the %d nearest items of each of %d (%s), in %.1f s (%d process(es), "
-            "a share each).",
+            "Neighbourhood batches: the %d nearest items of each of %d (%s), in %.1f s%s.",
             neighbours.shape[1],
             len(neighbours),
             self.args.neighbourhood_index,
             time.perf_counter() - started,
-            world_size(),
+            listed_by(),
         )
         return NeighbourhoodSampler(neighbours, size, seed=self.args.seed)
 

@@ -339,7 +339,7 @@ def test_zero3_warms_the_partitioned_head_up_as_ddp_does_and_consolidates(
     # Both lists were listed a share per process (the rest of the lists' test is the one above).
     for listed in ("Shared neighbours: the teacher's 5 nearest items of each of 48", "Neighbourhood batches"):
         line = next(line for line in result.stderr.splitlines() if listed in line)
-        assert line.endswith("(2 process(es), a share each).")
+        assert line.endswith("(2 processes, a share each).")
     shards = sorted(path.name for path in (output_dir / "checkpoint-4" / "global_step4").iterdir())
     assert "zero_pp_rank_1_mp_rank_00_model_states.pt" in shards  # parameters were partitioned
     consolidated = tmp_path / "consolidated"
