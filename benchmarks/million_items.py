@@ -894,11 +894,27 @@ def table_recall(command: list[str], table: Path, sample: int) -> str:
 # Run in the training's own process: counts the tokenizer's calls by where they come from, then
 # runs the recipe script with the given arguments and prints the counts as the last line. A whole
 # catalog's call comes through lengths.catalog_token_ids, or, in commits before 0881158 (the before
-# row of docs/scale_out.md, "Tokenized once"), through the guide's own token_keys.
+# row of docs/scale_out.md, "Tokenized once"), through the guide's own token_keys. A thread also
+# samples the process's RSS while the trainer lists the batches' and the teacher's lists.
 START_BOOTSTRAP = """
-import json, runpy, sys, time, traceback
+import json, os, runpy, sys, threading, time, traceback
 from transformers import PreTrainedTokenizerBase
 spent = {"catalog": [0.0, 0], "batches": [0.0, 0]}
+# The highest RSS (GiB) sampled while the main thread lists the batches' or the teacher's lists.
+lists = dict.fromkeys(("_build_neighbourhood_sampler", "_list_shared_neighbours"), 0.0)
+main_thread = threading.get_ident()
+def sample_rss():
+    while True:
+        frame, names = sys._current_frames().get(main_thread), set()
+        while frame is not None:
+            names.add(frame.f_code.co_name)
+            frame = frame.f_back
+        with open("/proc/self/statm") as statm:
+            rss = int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**30
+        for phase in lists.keys() & names:
+            lists[phase] = max(lists[phase], rss)
+        time.sleep(0.1)
+threading.Thread(target=sample_rss, daemon=True).start()
 tokenize = PreTrainedTokenizerBase.__call__
 def counted(self, text=None, *arguments, **keywords):
     started = time.perf_counter()
@@ -915,6 +931,7 @@ try:
 finally:
     import metricbert_trainer
     spent["library"] = metricbert_trainer.__path__[0]
+    spent["lists"] = lists
     print("TOKENIZED " + json.dumps(spent), flush=True)
 """
 
@@ -954,13 +971,16 @@ def run_start(arguments: argparse.Namespace) -> None:
     line = next(line for line in finished.stdout.splitlines() if line.startswith("TOKENIZED "))
     spent = json.loads(line.removeprefix("TOKENIZED "))
     texts = 2 * items
+    lists = spent["lists"]
     print(
         "| items | whole command (s) | peak RSS GiB | tokenizing the catalog (s) | catalog texts tokenized "
-        "| tokenizing batches (s) |\n|---:|---:|---:|---:|---:|---:|"
+        "| tokenizing batches (s) | RSS GiB listing the batches' lists | RSS GiB listing the teacher's "
+        "|\n|---:|---:|---:|---:|---:|---:|---:|---:|"
     )
     print(
         f"| {items:,} | {seconds:.1f} | {peak:.2f} | {spent['catalog'][0]:.1f} "
-        f"| {spent['catalog'][1]:,} ({spent['catalog'][1] / texts:.1f} per text) | {spent['batches'][0]:.1f} |"
+        f"| {spent['catalog'][1]:,} ({spent['catalog'][1] / texts:.1f} per text) | {spent['batches'][0]:.1f} "
+        f"| {lists['_build_neighbourhood_sampler']:.2f} | {lists['_list_shared_neighbours']:.2f} |"
     )
     print(f"\nmetricbert_trainer from {spent['library']}")
 
