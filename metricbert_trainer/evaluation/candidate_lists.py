@@ -153,13 +153,22 @@ def unit_rows_of(source: np.ndarray, rows: dict[str, np.ndarray]) -> UnitViews:
     count = len(next(iter(rows.values())))
     stacked, slices = stacked_columns(count, [source.shape[1]] * len(rows))
     for picked, columns in zip(rows.values(), slices, strict=True):
-        # mode "clip" writes into the slice directly ("raise" buffers a whole copy first).
-        np.take(source, picked, axis=0, out=columns, mode="clip")
+        take_rows_into(source, picked, columns)
         if not is_unit_scaled(columns):
             normalize(columns, copy=False)
     unit = UnitViews(zip(rows, slices, strict=True))
     unit.stacked = stacked
     return unit
+
+
+def take_rows_into(source: np.ndarray, rows: np.ndarray, out: np.ndarray) -> None:
+    """``out[:] = source[rows]`` without the ``[len(rows), H]`` temporary that indexing makes
+    (``out`` may be a column slice of a larger matrix)."""
+    if len(rows) and not 0 <= np.min(rows) <= np.max(rows) < len(source):
+        raise IndexError(f"Rows must lie in 0..{len(source) - 1}, the source's rows.")
+    # mode "clip" writes into ``out`` directly ("raise" buffers a whole copy first), and would
+    # silently clip a row out of range, which the check above refuses instead.
+    np.take(source, rows, axis=0, out=out, mode="clip")
 
 
 def stacked_columns(count: int, widths: Sequence[int]) -> tuple[np.ndarray, list[np.ndarray]]:

@@ -28,6 +28,8 @@ import numpy as np
 import torch
 from torch.utils.data import Sampler
 
+from metricbert_trainer.evaluation.candidate_lists import take_rows_into
+
 # Items compared with the whole catalog at a time while the neighbour lists are built.
 CHUNK = 1024
 # ``neighbourhood_index`` value that compares every item with every other.
@@ -52,8 +54,7 @@ def item_vectors(fields: Sequence[torch.Tensor], rows: Sequence[np.ndarray] | No
     items = torch.empty((len(rows[0]), width * len(fields)), dtype=torch.float32)
     for number, (vectors, picked) in enumerate(zip(fields, rows, strict=True)):
         columns = items[:, number * width : (number + 1) * width]
-        # mode "clip" writes into the slice directly ("raise" buffers a whole copy first).
-        np.take(vectors.float().numpy(), picked, axis=0, out=columns.numpy(), mode="clip")
+        take_rows_into(vectors.float().numpy(), picked, columns.numpy())
         torch.nn.functional.normalize(columns, dim=1, out=columns)
     return items.div_(len(fields) ** 0.5)
 

@@ -272,6 +272,8 @@ def test_views_gathered_from_rows_of_one_matrix_are_the_stacked_unit_views_of_th
     )
     assert np.array_equal(gathered["unit"], source[rows["unit"]])  # already unit length: untouched
     assert stacked_unit_views(gathered)[0] is gathered.stacked  # a search reads it as it is
+    with pytest.raises(IndexError, match="Rows must lie in 0..29"):  # never clipped to the last row
+        unit_rows_of(source, {"title": np.array([0, 30])})
 
 
 def test_lists_searched_among_candidates_keep_those_candidates_in_memory_and_cache(
