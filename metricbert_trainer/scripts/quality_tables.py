@@ -408,11 +408,20 @@ def table_markers(name: str) -> tuple[str, str]:
 STATED_FIGURE = re.compile(r"([+\-−]?\d+\.\d\d) ± (\d+\.\d\d)")
 
 
+# Prose elsewhere on a page that reads the quality tables stands between these comments.
+READING_START = "<!-- reads the quality tables -->"
+READING_END = "<!-- end of reading -->"
+
+
 def reading_of_tables(page_text: str) -> str:
-    """The prose that reads a page's quality tables: from the tables' end marker to the next heading."""
+    """The prose that reads a page's quality tables: from the tables' end marker to the next
+    heading, and every block between ``READING_START`` and ``READING_END``."""
     after = page_text[page_text.index(TABLES_END) + len(TABLES_END) :]
     heading = re.search(r"^#", after, flags=re.MULTILINE)
-    return after if heading is None else after[: heading.start()]
+    marked = re.findall(
+        f"{re.escape(READING_START)}(.*?){re.escape(READING_END)}", page_text, flags=re.DOTALL
+    )
+    return "\n".join([after if heading is None else after[: heading.start()], *marked])
 
 
 def table_figures(rows: Iterable[dict]) -> set[tuple[str, str]]:

@@ -10,6 +10,8 @@ from conftest import QUICK_RUN, REPO_ROOT, flags
 
 from metricbert_trainer.scripts.quality_tables import (
     COMMAND,
+    READING_END,
+    READING_START,
     TABLES_END,
     TABLES_START,
     TFIDF,
@@ -79,8 +81,9 @@ def test_the_results_file_holds_the_rows_the_pages_show(page):
 
 @pytest.mark.parametrize("page", PAGES)
 def test_the_reading_of_the_tables_states_only_figures_the_tables_give(page):
-    """The prose after each page's tables quotes each "mean ± spread" as a cell of the tables or a
-    trained row's gain over an untrained row; a reading left from earlier tables fails."""
+    """The prose after each page's tables, and each reading of them marked elsewhere on the page,
+    quotes each "mean ± spread" as a cell of the tables or a trained row's gain over an untrained
+    row; a reading left from earlier tables fails."""
     rows = read_rows(REPO_ROOT / "docs" / "results" / "quality_tables.jsonl")
     text = (REPO_ROOT / page).read_text(encoding="utf-8")
     assert unsupported_figures(text, rows) == []
@@ -88,7 +91,8 @@ def test_the_reading_of_the_tables_states_only_figures_the_tables_give(page):
 
 def test_a_figure_the_tables_do_not_give_is_named_and_one_they_give_is_not():
     """Cells, gains over any untrained row (under another ranking too) and signs pass; a figure of
-    another table, or a right mean with the wrong spread, is named."""
+    another table, or a right mean with the wrong spread, is named, after the tables and in a marked
+    reading further down alike; unmarked prose under the next heading is not read."""
     rows = [
         {
             "benchmark": "wines",
@@ -115,8 +119,9 @@ def test_a_figure_the_tables_do_not_give_is_named_and_one_they_give_is_not():
     reading = (
         "MPR 94.00 ± 1.00, a gain of +4.00 ± 1.00 over the start alone; then 94.00 ± 0.50 and +3.65 ± 0.54."
     )
-    page = f"{TABLES_START}\n\n{TABLES_END}\n\n{reading}\n\n## Next\n\nlater 1.23 ± 4.56"
-    assert unsupported_figures(page, rows) == ["94.00 ± 0.50", "+3.65 ± 0.54"]
+    marked = f"{READING_START}\nfurther down, +4.00 ± 1.00 and 95.00 ± 1.00\n{READING_END}"
+    page = f"{TABLES_START}\n\n{TABLES_END}\n\n{reading}\n\n## Next\n\nlater 1.23 ± 4.56\n\n{marked}"
+    assert unsupported_figures(page, rows) == ["94.00 ± 0.50", "+3.65 ± 0.54", "95.00 ± 1.00"]
 
 
 def test_the_lever_study_tables_on_the_quality_page_are_its_results_file():
