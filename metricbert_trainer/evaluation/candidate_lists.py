@@ -30,7 +30,7 @@ from sklearn.preprocessing import normalize
 from metricbert_trainer.base.distances import Distance
 from metricbert_trainer.data.catalog import Catalog
 from metricbert_trainer.evaluation.hybrid import FusedScorer, fused_ranker, standardised
-from metricbert_trainer.evaluation.neighbours import Matrix, inner_product_index, is_unit_scaled, top_k
+from metricbert_trainer.evaluation.neighbours import inner_product_index, is_unit_scaled, top_k, unit_view
 from metricbert_trainer.evaluation.scorers import Scorer, VectorScorer
 
 # Items whose candidates are re-scored at a time ([CHUNK, candidates] pairs per view).
@@ -110,18 +110,6 @@ def prepared_ranker(
 def unit_views(vectors: dict) -> list[np.ndarray | sparse.csr_matrix]:
     """Each view's rows scaled to unit length (``unit_view``)."""
     return [unit_view(view) for view in vectors.values()]
-
-
-def unit_view(view: Matrix) -> np.ndarray | sparse.csr_matrix:
-    """``view``'s rows scaled to unit length, dense as float32, sparse as CSR; a view scaled
-    already (``neighbours.is_unit_scaled``) is returned itself, not copied, so that scaling what
-    ``prepared_parts`` scaled costs no memory and changes no bit."""
-    if sparse.issparse(view):
-        csr = view.tocsr()
-        # Scaled from the CSR that scipy builds with the dtype: its entries' order is the sums'.
-        return csr if is_unit_scaled(csr) else normalize(sparse.csr_matrix(view, dtype=np.float32))
-    view = np.asarray(view)
-    return view if is_unit_scaled(view) else normalize(np.asarray(view, dtype=np.float32))
 
 
 def stacked_unit_views(vectors: dict) -> tuple[np.ndarray, list[np.ndarray]]:

@@ -181,10 +181,7 @@ def _prepare(vectors: Mapping[str, Matrix], distance: Distance) -> list[torch.Te
                 raise ValueError(
                     f"View {name!r} is sparse; the euclidean distance is only supported on dense vectors."
                 )
-            csr = matrix.tocsr()
-            views.append(
-                csr if is_unit_scaled(csr) else normalize_rows(sparse.csr_matrix(matrix, dtype=np.float32))
-            )
+            views.append(unit_view(matrix))
             continue
         array = np.asarray(matrix, dtype=np.float32)
         # Not made contiguous unless torch needs it (a negative stride): a view may be a column
@@ -205,6 +202,18 @@ def _prepare(vectors: Mapping[str, Matrix], distance: Distance) -> list[torch.Te
         scaled = distance is Distance.EUCLIDEAN or is_unit_scaled(array)
         views.append(tensor if scaled else F.normalize(tensor, dim=-1, eps=1e-12))
     return views
+
+
+def unit_view(view: Matrix) -> np.ndarray | sparse.csr_matrix:
+    """``view``'s rows scaled to unit length, dense as float32, sparse as CSR; a view scaled
+    already (``is_unit_scaled``) is returned itself, not copied, so that scaling what
+    ``candidate_lists.prepared_parts`` scaled costs no memory and changes no bit."""
+    if sparse.issparse(view):
+        csr = view.tocsr()
+        # Scaled from the CSR that scipy builds with the dtype: its entries' order is the sums'.
+        return csr if is_unit_scaled(csr) else normalize_rows(sparse.csr_matrix(view, dtype=np.float32))
+    view = np.asarray(view)
+    return view if is_unit_scaled(view) else normalize_rows(np.asarray(view, dtype=np.float32))
 
 
 def is_unit_scaled(matrix: np.ndarray | sparse.csr_matrix) -> bool:

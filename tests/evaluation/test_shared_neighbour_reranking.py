@@ -18,10 +18,9 @@ from metricbert_trainer.evaluation.candidate_lists import (
     prepared_parts,
     stacked_unit_views,
     unit_rows_of,
-    unit_view,
 )
 from metricbert_trainer.evaluation.hybrid import standardised_rows, with_tfidf
-from metricbert_trainer.evaluation.neighbours import is_unit_scaled
+from metricbert_trainer.evaluation.neighbours import is_unit_scaled, unit_view
 from metricbert_trainer.evaluation.scorers import TfidfScorer
 from metricbert_trainer.evaluation.shared_neighbours import (
     PROBE_TOLERANCE,
