@@ -2,6 +2,7 @@
 
     python benchmarks/million_items.py keys --texts 200000 --tokens 128
     python benchmarks/million_items.py storage
+    python benchmarks/million_items.py cache --texts 300000
     python benchmarks/million_items.py search --items 130000 --queries 2000
     python benchmarks/million_items.py search --items 1000000 --queries 1000 --indexes exact IVF1024,Flat
     python benchmarks/million_items.py epoch --max-lengths 64 128 256
@@ -29,6 +30,14 @@ int8 (one scale per vector) do? Both development catalogs are encoded with the z
 (dev seeds only: this is a choice); the rows give the Metric_Inf ranking metrics from each
 storage, and how often the guide's one verdict (a mined negative closer to the anchor than its
 positive) flips against fp32 over in-batch candidates of random batches of 32 items.
+
+``cache``: the guide cache itself (``StartingModelGuide.cache_embeddings``) filled with the
+default encoder's vectors of ``--texts`` distinct synthetic texts (2-4 words of the wine
+descriptions each, so encoding stays short; in fp32), in each ``--storages`` format
+(``guide_embedding_cache_dtype``), each row a fresh process: the time, the cache's own size, and
+the peak memory the call adds beside the loaded model and the texts' token rows. A storage the
+package does not know runs as float32 (so the float32 row also runs on a tree from before the
+option, for a before-and-after).
 
 ``search``: top-100 Metric_Inf neighbours (title and description views) from ``neighbours.top_k``,
 exact or through a FAISS index with its candidates re-ranked exactly, for a sample of query items:
@@ -453,6 +462,85 @@ def run_tfidf(arguments: argparse.Namespace) -> None:
             flush=True,
         )
     cache.unlink()
+
+
+def synthetic_texts(texts: int, seed: int = 0) -> list[str]:
+    """``texts`` distinct texts of 2-4 words drawn from the wine descriptions' words (a drawn
+    repeat is replaced), so that the guide cache encodes every one of them, briefly."""
+    import pandas as pd
+
+    wines = pd.read_csv(REPO_ROOT / BENCHMARKS["wines"][0]).dropna(subset=["description"])
+    words = sorted({word for text in wines.description for word in re.findall(r"[a-z]+", text.lower())})
+    rng = np.random.default_rng(seed)
+    drawn: dict[str, None] = {}
+    while len(drawn) < texts:
+        for length in rng.integers(2, 5, size=texts - len(drawn)):
+            drawn[" ".join(words[i] for i in rng.integers(0, len(words), size=length))] = None
+    return list(drawn)
+
+
+def cache_row(texts: int, storage: str) -> dict:
+    """The guide cache of ``texts`` distinct synthetic texts in ``storage``, in a process of its own."""
+    import contextlib
+    import inspect
+
+    import torch
+    from transformers import AutoTokenizer
+
+    from metricbert_trainer.base.modeling import DEFAULT_MODEL, load_masked_lm, resolve_model_name
+    from metricbert_trainer.data.token_rows import TokenRows
+    from metricbert_trainer.metricbert.guide import StartingModelGuide
+
+    name = resolve_model_name(DEFAULT_MODEL)
+    tokenizer = AutoTokenizer.from_pretrained(name)
+    guide = StartingModelGuide(load_masked_lm(name))
+    column = synthetic_texts(texts)
+    tokens = TokenRows.tokenize(tokenizer, column, max_length=128)
+    # A tree from before guide_embedding_cache_dtype has no ``storage``: its cache is float32.
+    known = "storage" in inspect.signature(guide.cache_embeddings).parameters
+    gc.collect()
+    # Against the RSS now, not the peak so far: reading the texts peaked a little higher than
+    # where the process settles, which would hide part of what the call adds.
+    before = current_rss_gib()
+    peak_before = peak_rss_gib()
+    started = time.perf_counter()
+    guide.cache_embeddings(
+        tokenizer,
+        column,
+        keys=tokens.keys,
+        lengths=tokens.lengths,
+        max_length=128,
+        device=torch.device("cpu"),
+        autocast=contextlib.nullcontext,
+        batch_size=32,
+        **({"storage": storage} if known else {}),
+    )
+    return {
+        "seconds": time.perf_counter() - started,
+        "storage": str(guide.cache_matrix().dtype).removeprefix("torch."),
+        "cache_gib": guide.cache_matrix().nbytes / 2**30,
+        "added_gib": peak_rss_gib() - before,
+        "peak_before_gib": peak_before - before,
+        "tokens": float(np.mean(tokens.lengths)),
+    }
+
+
+def run_cache(arguments: argparse.Namespace) -> None:
+    print(
+        "| texts | mean tokens | stored as | s | cache GiB | peak RSS added, GiB |\n|---:|---:|---|---:|---:|---:|"
+    )
+    for texts in arguments.texts:
+        for storage in arguments.storages:
+            row = in_fresh_process(cache_row, texts, storage)
+            print(
+                f"| {texts:,} | {row['tokens']:.1f} | {row['storage']} | {row['seconds']:.1f} | "
+                f"{row['cache_gib']:.2f} | {row['added_gib']:.2f} |",
+                flush=True,
+            )
+            if row["peak_before_gib"] >= row["added_gib"]:
+                print(
+                    f"  (the peak before the call was higher: {row['peak_before_gib']:.2f} GiB above its RSS)"
+                )
 
 
 def lengths_row(texts: int, way: str) -> dict:
@@ -1047,6 +1135,10 @@ def main() -> None:
     storage.add_argument("--benchmarks", nargs="+", default=list(BENCHMARKS), choices=list(BENCHMARKS))
     storage.add_argument("--batches", type=int, default=500)
     storage.set_defaults(run=run_storage)
+    cache = commands.add_parser("cache", help="The guide cache's time and memory in each storage format.")
+    cache.add_argument("--texts", nargs="+", type=int, default=[300_000])
+    cache.add_argument("--storages", nargs="+", default=["float32", "float16"])
+    cache.set_defaults(run=run_cache)
     search_parser = commands.add_parser("search", help="Exact and FAISS top-100: recall, time, memory.")
     search_parser.add_argument(
         "--items", type=int, default=None, help="A synthetic catalog; default: the wine sample."

@@ -136,8 +136,9 @@ def unit_rows_of(source: np.ndarray, rows: dict[str, np.ndarray]) -> UnitViews:
     gives them from the views themselves. The rows are gathered straight into the matrix, so no
     view is ever held apart from it: training's teacher reads the start's vectors of every catalog
     text from the guide's cache this way (at ten million items each view held apart would be
-    another 14 GiB; docs/scale_out.md)."""
-    source = np.asarray(source, dtype=np.float32)
+    another 14 GiB; docs/scale_out.md). ``source`` may be float16 (the guide's cache in half the
+    memory): its rows are cast as they are gathered, never the whole of it."""
+    source = np.asarray(source)
     count = len(next(iter(rows.values())))
     stacked, slices = stacked_columns(count, [source.shape[1]] * len(rows))
     for picked, columns in zip(rows.values(), slices, strict=True):
@@ -151,12 +152,23 @@ def unit_rows_of(source: np.ndarray, rows: dict[str, np.ndarray]) -> UnitViews:
 
 def take_rows_into(source: np.ndarray, rows: np.ndarray, out: np.ndarray) -> None:
     """``out[:] = source[rows]`` without the ``[len(rows), H]`` temporary that indexing makes
-    (``out`` may be a column slice of a larger matrix)."""
+    (``out`` may be a column slice of a larger matrix); a ``source`` of another dtype (the guide's
+    float16 cache into float32 columns) is cast ``CAST_ROWS`` rows at a time."""
     if len(rows) and not 0 <= np.min(rows) <= np.max(rows) < len(source):
         raise IndexError(f"Rows must lie in 0..{len(source) - 1}, the source's rows.")
+    if source.dtype != out.dtype:
+        # np.take's ``out`` must have the source's dtype; a chunk's temporary stays small.
+        for start in range(0, len(rows), CAST_ROWS):
+            out[start : start + CAST_ROWS] = source[rows[start : start + CAST_ROWS]]
+        return
     # mode "clip" writes into ``out`` directly ("raise" buffers a whole copy first), and would
     # silently clip a row out of range, which the check above refuses instead.
     np.take(source, rows, axis=0, out=out, mode="clip")
+
+
+# Rows gathered and cast at a time by ``take_rows_into`` when the dtypes differ (6 MiB of float16
+# MiniLM vectors).
+CAST_ROWS = 8192
 
 
 def stacked_columns(count: int, widths: Sequence[int]) -> tuple[np.ndarray, list[np.ndarray]]:

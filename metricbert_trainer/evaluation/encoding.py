@@ -47,8 +47,10 @@ def encode_texts(
     show_progress: bool = False,
     across_processes: bool = False,
     lengths: np.ndarray | None = None,
+    dtype: np.dtype | type = np.float32,
 ) -> np.ndarray:
-    """Mean-pooled last-layer embeddings of ``texts`` as a float32 ``[N, hidden]`` array, in order.
+    """Mean-pooled last-layer embeddings of ``texts`` as a ``[N, hidden]`` array of ``dtype``
+    (float32 by default; float16 holds the guide's cache in half the memory), in order.
 
     Runs on the model's device under ``torch.inference_mode`` (bf16, or fp16 where bf16 is not
     supported, autocast on CUDA only), through ``model.base_model`` so a checkpoint saved with its
@@ -74,18 +76,19 @@ def encode_texts(
         else np.argsort(-np.asarray(lengths), kind="stable")
     )
     processes = world_size() if across_processes else 1
-    embeddings = np.empty((len(texts), model.config.hidden_size), dtype=np.float32)
+    embeddings = np.empty((len(texts), model.config.hidden_size), dtype=dtype)
     if processes == 1:
-        embeddings[order] = _encode_rows(
-            model, tokenizer, texts, order, batch_size, max_length, show_progress
-        )
+        _encode_rows(model, tokenizer, texts, order, embeddings, order, batch_size, max_length, show_progress)
         return embeddings
     shares = [order[rank::processes] for rank in range(processes)]
     share_size = len(shares[0])
     own = shares[torch.distributed.get_rank()]
     # Shares differ by at most one text; repeating one keeps every process's batch count equal.
     padded = np.concatenate([own, np.repeat(order[:1], share_size - len(own))])
-    local = _encode_rows(model, tokenizer, texts, padded, batch_size, max_length, show_progress)
+    local = np.empty((len(padded), model.config.hidden_size), dtype=np.float32)
+    _encode_rows(
+        model, tokenizer, texts, padded, local, np.arange(len(padded)), batch_size, max_length, show_progress
+    )
     device = next(model.parameters()).device
     # Gathered GATHER_ROWS of each share at a time: the whole gather would hold every process's
     # vectors on each device at once (N x hidden floats: 31 GB for MiniLM's 20 million texts of ten
@@ -118,9 +121,9 @@ def longest_first(tokenizer: PreTrainedTokenizerBase, texts: Sequence[str], max_
     return np.argsort(-lengths, kind="stable")
 
 
-def _encode_rows(model, tokenizer, texts, rows, batch_size, max_length, show_progress) -> np.ndarray:
-    """The embeddings of ``texts[rows]``, in the order of ``rows``, in batches of consecutive rows."""
-    vectors = np.empty((len(rows), model.config.hidden_size), dtype=np.float32)
+def _encode_rows(model, tokenizer, texts, rows, out, out_rows, batch_size, max_length, show_progress) -> None:
+    """Encodes ``texts[rows]`` in batches of consecutive rows, the vector of ``texts[rows[i]]``
+    written to ``out[out_rows[i]]`` (cast to ``out``'s dtype)."""
     with inference_session(model) as device:
         for start in tqdm(
             range(0, len(rows), batch_size), desc="Encoding", unit="batch", disable=not show_progress
@@ -133,10 +136,9 @@ def _encode_rows(model, tokenizer, texts, rows, batch_size, max_length, show_pro
                 return_tensors="pt",
             ).to(device)
             hidden = model.base_model(**batch).last_hidden_state
-            vectors[start : start + batch_size] = (
+            out[out_rows[start : start + batch_size]] = (
                 mean_pool(hidden.float(), batch["attention_mask"]).cpu().numpy()
             )
-    return vectors
 
 
 @contextlib.contextmanager

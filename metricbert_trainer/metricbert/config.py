@@ -15,6 +15,7 @@ from metricbert_trainer.base.distances import Distance
 from metricbert_trainer.base.option_rules import Range, above, at_least, within
 from metricbert_trainer.base.parameter_docs import documented_parameters
 from metricbert_trainer.metricbert.forward import PoolingInput
+from metricbert_trainer.metricbert.guide import CacheStorage
 from metricbert_trainer.metricbert.losses import Objective, build_loss
 from metricbert_trainer.metricbert.losses.distillation import DistillWeighting
 from metricbert_trainer.metricbert.losses.mining import Anchors, Mining, NegativePool
@@ -46,6 +47,7 @@ from metricbert_trainer.metricbert.neighbourhood_batches import EXACT, check_fai
             "false_negative_margin",
             "guide_diagnostics",
             "guide_embedding_cache",
+            "guide_embedding_cache_dtype",
             "collapse_warning_spread",
             "log_gradient_norms",
         ),
@@ -224,6 +226,16 @@ class MetricBertConfig(CatalogTrainerConfig):
             "floats of host memory. It saves the guide's forward from the second epoch on; in the first, sorted "
             "batches make the pass a little cheaper than the forwards it replaces (benchmarks/RESULTS.md). Skipped "
             "when max_steps draws fewer items than the catalog holds."
+        },
+    )
+    guide_embedding_cache_dtype: CacheStorage = field(
+        default=CacheStorage.FLOAT32,
+        metadata={
+            "help": "The number format of guide_embedding_cache's vectors: float32, or float16 at half the host "
+            "memory, held by every training process (2.9 GiB in float32 for a million items' MiniLM vectors, "
+            "29 GiB at ten million). Trained with float16, both development catalogs ranked within the training "
+            "seeds' spread of float32 (the wine sample a shade below; docs/scale_out.md); float32 stays the "
+            "default, the recipe the quality tables measured."
         },
     )
     distill_weight: float = field(
@@ -525,6 +537,12 @@ class MetricBertConfig(CatalogTrainerConfig):
                 else {}
             ),
             "pooling_input": self.pooling_input.value,
+            # Named only when float16: the cards of float32 caches (the default) stay as they were.
+            **(
+                {"guide_embedding_cache_dtype": self.guide_embedding_cache_dtype.value}
+                if self.guide_embedding_cache and self.guide_embedding_cache_dtype is not CacheStorage.FLOAT32
+                else {}
+            ),
             "false_negative_filter": self.false_negative_filter,
             "false_negative_margin": self.false_negative_margin,
             "gather_across_devices": self.gather_across_devices,

@@ -47,14 +47,14 @@ def item_vectors(fields: Sequence[torch.Tensor], rows: Sequence[np.ndarray] | No
     itself without ``rows``; ``[N, H]`` each): the cosine of two items' vectors is the mean of their
     fields' cosines, the similarities ``Metric_Inf`` sums. Each field's rows are gathered into its
     columns of the one ``[N, F x H]`` matrix and scaled there, so no field is held apart from it:
-    the trainer gathers them from the guide's cache (one row per distinct text), where copies of
-    the two fields were 29 GiB at ten million items."""
+    the trainer gathers them from the guide's cache (one row per distinct text, float32 or
+    float16, cast as gathered), where copies of the two fields were 29 GiB at ten million items."""
     rows = [np.arange(len(vectors)) for vectors in fields] if rows is None else rows
     width = fields[0].shape[1]
     items = torch.empty((len(rows[0]), width * len(fields)), dtype=torch.float32)
     for number, (vectors, picked) in enumerate(zip(fields, rows, strict=True)):
         columns = items[:, number * width : (number + 1) * width]
-        take_rows_into(vectors.float().numpy(), picked, columns.numpy())
+        take_rows_into(vectors.numpy(), picked, columns.numpy())
         torch.nn.functional.normalize(columns, dim=1, out=columns)
     return items.div_(len(fields) ** 0.5)
 

@@ -41,6 +41,9 @@ def test_batched_embeddings_equal_one_at_a_time_in_the_original_order(tiny):
     np.testing.assert_allclose(batched, single, atol=1e-5)
     reversed_order = encode_texts(model, tokenizer, TEXTS[::-1], batch_size=2)
     np.testing.assert_allclose(reversed_order[::-1], batched, atol=1e-5)
+    # Written in the format asked for as each batch comes: the float32 vectors, rounded once.
+    halved = encode_texts(model, tokenizer, TEXTS, batch_size=3, dtype=np.float16)
+    assert halved.dtype == np.float16 and np.array_equal(halved, batched.astype(np.float16))
 
 
 def test_embedding_is_the_masked_mean_of_the_last_layer(tiny):

@@ -11,6 +11,7 @@ from scipy import sparse
 from sklearn.preprocessing import normalize
 
 from metricbert_trainer.data.catalog import load_catalog
+from metricbert_trainer.evaluation import candidate_lists
 from metricbert_trainer.evaluation.candidate_lists import (
     candidate_neighbour_lists,
     candidate_pools,
@@ -272,6 +273,20 @@ def test_views_gathered_from_rows_of_one_matrix_are_the_stacked_unit_views_of_th
     assert np.array_equal(gathered["unit"], source[rows["unit"]])  # already unit length: untouched
     assert stacked_unit_views(gathered)[0] is gathered.stacked  # a search reads it as it is
     with pytest.raises(IndexError, match="Rows must lie in 0..29"):  # never clipped to the last row
+        unit_rows_of(source, {"title": np.array([0, 30])})
+
+
+def test_views_gathered_from_a_float16_matrix_are_its_rows_cast_a_chunk_at_a_time(monkeypatch):
+    """The guide's cache in float16 (``guide_embedding_cache_dtype``) is gathered into float32
+    columns a chunk of rows at a time, never cast whole: the same views as the float32 copy's."""
+    monkeypatch.setattr(candidate_lists, "CAST_ROWS", 7)  # 45 rows: seven chunks, the last short
+    rng = np.random.default_rng(4)
+    source = rng.standard_normal((30, 6)).astype(np.float16)
+    rows = {"title": rng.integers(0, 30, 45), "description": rng.integers(0, 30, 45)}
+    gathered = unit_rows_of(source, rows)
+    assert gathered.stacked.dtype == np.float32
+    assert gathered.stacked.tobytes() == unit_rows_of(source.astype(np.float32), rows).stacked.tobytes()
+    with pytest.raises(IndexError, match="Rows must lie in 0..29"):
         unit_rows_of(source, {"title": np.array([0, 30])})
 
 

@@ -9,7 +9,7 @@ from metricbert_trainer.base.pooling import mean_pool
 from metricbert_trainer.data import lengths as lengths_module
 from metricbert_trainer.data.token_rows import TokenRows
 from metricbert_trainer.metricbert.collator import MetricBertCollator
-from metricbert_trainer.metricbert.guide import StartingModelGuide
+from metricbert_trainer.metricbert.guide import CacheStorage, StartingModelGuide
 
 
 def _unit(degrees):
@@ -119,3 +119,41 @@ def test_cached_vectors_equal_the_guides_forward_and_unseen_texts_are_encoded(
         cached.encoder.embeddings.word_embeddings.weight.zero_()
     looked_up = cached.embed(MetricBertCollator(tokenizer, max_length=12)(items[:2]), fields)
     torch.testing.assert_close(looked_up, plain[[0, 1, 3, 4]], atol=1e-5, rtol=1e-5)
+
+
+def test_a_float16_cache_holds_the_float32_vectors_rounded_in_half_the_memory(tiny_model_path, tokenizer):
+    """``guide_embedding_cache_dtype float16``: the cache keeps each vector rounded once, and a
+    lookup, of cached texts alone or beside unseen ones, hands the loss float32 vectors."""
+    model = load_masked_lm(tiny_model_path)
+    items = [
+        {"title": "Pinot Gris", "description": "Tart and snappy, with lime and a saline finish."},
+        {"title": "Etna Bianco", "description": "Broom."},
+        {"title": "Rioja Reserva", "description": "Vanilla and dried cherry over firm tannins."},
+    ]
+    fields = ("title", "description")
+    texts = [item[name] for item in items[:2] for name in fields]
+    tokens = TokenRows.tokenize(tokenizer, texts, max_length=12)
+    guides = {}
+    for storage in CacheStorage:
+        guides[storage] = StartingModelGuide(model)
+        guides[storage].cache_embeddings(
+            tokenizer,
+            texts,
+            keys=tokens.keys,
+            lengths=tokens.lengths,
+            max_length=12,
+            device=torch.device("cpu"),
+            autocast=contextlib.nullcontext,
+            storage=storage,
+        )
+    full, half = guides[CacheStorage.FLOAT32].cache_matrix(), guides[CacheStorage.FLOAT16].cache_matrix()
+    assert half.dtype == torch.float16 and half.nbytes * 2 == full.nbytes
+    assert torch.equal(half, full.half())
+    collate = MetricBertCollator(tokenizer, max_length=12)
+    for batch_items in (items[:2], items):  # every text cached; the third item's encoded
+        batch = collate(batch_items)
+        looked_up = guides[CacheStorage.FLOAT16].embed(batch, fields)
+        expected = guides[CacheStorage.FLOAT32].embed(batch, fields)
+        cached = [0, 1, len(batch_items), len(batch_items) + 1]  # the first two items' titles, descriptions
+        expected[cached] = expected[cached].half().float()
+        assert looked_up.dtype == torch.float32 and torch.equal(looked_up, expected)

@@ -125,6 +125,8 @@ def _trainer(tmp_path, model_path, tokenizer, items, **overrides):
         {},
         # The lists from a FAISS index, searched exhaustively here: the groups must come out as near.
         {"neighbourhood_index": "IVF2,Flat", "neighbourhood_search_parameters": "nprobe=2"},
+        # The lists from the guide's cache held in float16, its rows cast as they are gathered.
+        {"guide_embedding_cache_dtype": "float16"},
     ],
 )
 def test_training_draws_its_batches_from_neighbourhoods_of_the_starting_model(

@@ -202,8 +202,9 @@ def test_a_run_lists_the_neighbours_before_training_and_records_them_in_its_card
     assert abs(with_overlaps - without) > 1e-3
 
 
+@pytest.mark.parametrize("cache_dtype", ["float32", "float16"])
 def test_a_run_can_search_the_lists_among_candidates_and_says_so_in_its_log_and_card(
-    tmp_path, tiny_model_path, tokenizer, wine_items, caplog
+    tmp_path, tiny_model_path, tokenizer, wine_items, caplog, cache_dtype
 ):
     trainer = _teacher_trainer(
         tmp_path,
@@ -213,6 +214,7 @@ def test_a_run_can_search_the_lists_among_candidates_and_says_so_in_its_log_and_
         4,
         max_steps=1,
         teacher_shared_neighbour_candidates=10,
+        guide_embedding_cache_dtype=cache_dtype,
     )
     with caplog.at_level("INFO", logger="metricbert_trainer.metricbert.trainer"):
         trainer.train()
@@ -222,8 +224,9 @@ def test_a_run_can_search_the_lists_among_candidates_and_says_so_in_its_log_and_
     )
     assert trainer.shared_neighbours.lists.shape == (40, 4)
     assert trainer.args.loss_config()["teacher_shared_neighbour_candidates"] == 10
-    # The trainer gathers the start's unit views straight from the guide's cache: the lists are those
-    # of the start's vectors of each field as they are (HNSW over 40 items finds every neighbour).
+    # The trainer gathers the start's unit views straight from the guide's cache (a float16 cache's
+    # rows cast as gathered): the lists are those of the start's vectors of each field as they are
+    # (HNSW over 40 items finds every neighbour).
     vocabulary = len(tokenizer)
     tfidf = [
         trainer.token_tfidf.catalog_vectors(name, rows.counts(vocabulary))
