@@ -49,7 +49,7 @@ def batch_token_keys(inputs: dict[str, torch.Tensor]) -> list[bytes]:
 class CacheStorage(str, Enum):
     """The number format of the guide's cached vectors. float16 halves their host memory (2.9 GiB
     per training process for a million items' MiniLM vectors in float32, 29 GiB at ten million)
-    and, on the development catalogs, flipped at most 3 in 100,000 of the guide's verdicts
+    and, on the development catalogs, flipped about 3 in 100,000 of the guide's verdicts
     (docs/scale_out.md); the vectors are read back as float32."""
 
     FLOAT32 = "float32"

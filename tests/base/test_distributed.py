@@ -171,6 +171,9 @@ def test_processes_share_the_encoding_and_all_get_every_vector(tmp_path, tiny_mo
     result = json.loads(output.read_text())
     assert result["processes"] == 2 and result["texts"] % 2 == 1
     assert result["max_difference"] < 1e-5
+    # The float16 shares land in their rows too: each value within one float16 step of the single
+    # process's (a row in the wrong place would be many steps off).
+    assert result["float16"] == "float16" and result["float16_max_steps"] <= 1
 
 
 def test_statistics_only_some_processes_recorded_are_averaged_by_name(tmp_path):
