@@ -35,9 +35,9 @@ positive) flips against fp32 over in-batch candidates of random batches of 32 it
 default encoder's vectors of ``--texts`` distinct synthetic texts (2-4 words of the wine
 descriptions each, so encoding stays short; in fp32), in each ``--storages`` format
 (``guide_embedding_cache_dtype``), each row a fresh process: the time, the cache's own size, and
-the peak memory the call adds beside the loaded model and the texts' token rows. A storage the
-package does not know runs as float32 (so the float32 row also runs on a tree from before the
-option, for a before-and-after).
+the peak memory the call adds beside the loaded model and the texts' token rows. On a tree from
+before the option (``PYTHONPATH=<worktree>``) every row is float32, as its "stored as" column
+says, so its float32 row is the before of a before-and-after.
 
 ``search``: top-100 Metric_Inf neighbours (title and description views) from ``neighbours.top_k``,
 exact or through a FAISS index with its candidates re-ranked exactly, for a sample of query items:
@@ -499,8 +499,8 @@ def cache_row(texts: int, storage: str) -> dict:
     # A tree from before guide_embedding_cache_dtype has no ``storage``: its cache is float32.
     known = "storage" in inspect.signature(guide.cache_embeddings).parameters
     gc.collect()
-    # Against the RSS now, not the peak so far: reading the texts peaked a little higher than
-    # where the process settles, which would hide part of what the call adds.
+    # Against the RSS now, not the peak so far, which reading the texts may have raised: the
+    # printed rows say when that earlier peak, not the call, is what the column shows.
     before = current_rss_gib()
     peak_before = peak_rss_gib()
     started = time.perf_counter()
