@@ -445,6 +445,11 @@ class MetricBertConfig(CatalogTrainerConfig):
             )
         if self.batch_neighbourhood_size and self.neighbourhood_index != EXACT:
             check_faiss_index(self.neighbourhood_index, self.neighbourhood_search_parameters)
+        if self.guide_embedding_cache_dtype is not CacheStorage.FLOAT32 and not self.guide_embedding_cache:
+            raise ValueError(
+                f"guide_embedding_cache_dtype {self.guide_embedding_cache_dtype.value} is the format of the guide's "
+                "cache: set guide_embedding_cache true, or leave the dtype float32."
+            )
         if (self.teacher_encoder or self.teacher_encoder_cache) and self.teacher_weight == 0:
             raise ValueError(
                 "teacher_encoder and teacher_encoder_cache serve the teacher term: set teacher_weight > 0."

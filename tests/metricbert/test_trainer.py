@@ -436,6 +436,15 @@ def test_the_guide_cache_trains_like_the_guides_forward(tmp_path, tiny_model_pat
     assert short.guide.cached_texts == 0
 
 
+def test_a_cache_format_without_the_cache_is_refused(tmp_path):
+    """A float16 cache with the cache off would hold nothing: refused before any model loads."""
+    with pytest.raises(
+        ValueError, match="guide_embedding_cache_dtype float16 is the format of the guide's cache"
+    ):
+        _config(tmp_path, guide_embedding_cache=False, guide_embedding_cache_dtype="float16")
+    assert _config(tmp_path, guide_embedding_cache=False).guide_embedding_cache_dtype.value == "float32"
+
+
 def test_the_guide_a_loss_holds_is_the_one_the_trainer_runs(tmp_path, tiny_model_path, tokenizer, wine_items):
     """A loss given with its own guide filters with it, and the trainer serves the distillation
     guard and the diagnostics from that same frozen copy instead of building a second one; a
