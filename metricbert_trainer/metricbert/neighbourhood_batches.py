@@ -28,7 +28,7 @@ import numpy as np
 import torch
 from torch.utils.data import Sampler
 
-from metricbert_trainer.evaluation.candidate_lists import take_rows_into
+from metricbert_trainer.evaluation.candidate_lists import stacked_columns, take_rows_into
 
 # Items compared with the whole catalog at a time while the neighbour lists are built.
 CHUNK = 1024
@@ -50,13 +50,12 @@ def item_vectors(fields: Sequence[torch.Tensor], rows: Sequence[np.ndarray] | No
     the trainer gathers them from the guide's cache (one row per distinct text, float32 or
     float16, cast as gathered), where copies of the two fields were 29 GiB at ten million items."""
     rows = [np.arange(len(vectors)) for vectors in fields] if rows is None else rows
-    width = fields[0].shape[1]
-    items = torch.empty((len(rows[0]), width * len(fields)), dtype=torch.float32)
-    for number, (vectors, picked) in enumerate(zip(fields, rows, strict=True)):
-        columns = items[:, number * width : (number + 1) * width]
-        take_rows_into(vectors.numpy(), picked, columns.numpy())
-        torch.nn.functional.normalize(columns, dim=1, out=columns)
-    return items.div_(len(fields) ** 0.5)
+    items, slices = stacked_columns(len(rows[0]), [vectors.shape[1] for vectors in fields])
+    for vectors, picked, columns in zip(fields, rows, slices, strict=True):
+        take_rows_into(vectors.numpy(), picked, columns)
+        unit = torch.from_numpy(columns)
+        torch.nn.functional.normalize(unit, dim=1, out=unit)
+    return torch.from_numpy(items).div_(len(fields) ** 0.5)
 
 
 def nearest_neighbours(
