@@ -78,7 +78,7 @@ from metricbert_trainer.metricbert.neighbourhood_batches import EXACT, check_fai
             "mlm_weight_ramp_steps",
             "pooling_input",
         ),
-        "Speed": ("length_groups",),
+        "Speed": ("length_groups", "joint_field_pass"),
     }
 )
 @dataclass
@@ -160,6 +160,18 @@ class MetricBertConfig(CatalogTrainerConfig):
             "recipes use 4, which speeds a CPU step up. CPU only: on a GPU every pass uses one group, since each "
             "group launches every kernel again (4 groups made an H200's MiniLM step 3x slower; measurements: "
             "benchmarks/RESULTS.md)."
+        },
+    )
+    joint_field_pass: bool = field(
+        default=False,
+        metadata={
+            "help": "Encode all fields of a batch in one encoder call (titles padded to the descriptions' width) "
+            "instead of a call per field: the same vectors, MLM loss and gradients up to rounding, with half the "
+            "encoder's kernel launches (a MiniLM step dispatched about a third fewer operators). Meant for an accelerator "
+            "whose step is bound by the host's launches (MiniLM, 32 items: predicted from operator counts, not yet "
+            "measured on a GPU). On a CPU, whose cost follows the padded tokens, one padded call ran at 0.6x the "
+            "speed of a call per field; with length_groups the groups are drawn over all fields' texts, at about "
+            'the speed of per-field groups (benchmarks/RESULTS.md, "Both fields in one encoder call").'
         },
     )
     batch_neighbourhood_size: int = field(

@@ -5,7 +5,9 @@ Each field is encoded at its own padded length (titles are short, descriptions l
 over the last hidden layer; the MLM loss of all fields is computed in the same pass (one head
 call over the masked tokens of every field and group), so one forward serves both terms of the
 paper's loss. With ``pooling_input: unmasked`` the vectors come from a second pass over the
-original tokens and the masked pass serves the MLM term alone.
+original tokens and the masked pass serves the MLM term alone. With ``joint_fields`` every field
+is encoded in one pass (``joined_fields``): half the encoder calls of a two-field step, for titles
+padded to the descriptions' width.
 """
 
 from __future__ import annotations
@@ -34,12 +36,13 @@ class PoolingInput(str, Enum):
 
 
 def enable_metric_forward(model: PreTrainedModel) -> PreTrainedModel:
-    """Lets ``model(metric_batch=batch, fields=..., pooling_input=..., length_groups=...)`` run the
-    MetricBERT pass.
+    """Lets ``model(metric_batch=batch, fields=..., pooling_input=..., length_groups=...,
+    joint_fields=...)`` run the MetricBERT pass.
 
-    Any other call goes to the model's own forward. The pass encodes each field on its own and
-    returns ``{"embeddings": [F, B, H], "mlm_loss": scalar, "mlm_tokens": scalar}``; ``mlm_loss``
-    is the mean cross-entropy over all masked tokens of all fields (0 when nothing is masked).
+    Any other call goes to the model's own forward. The pass encodes each field on its own (or all
+    of them in one batch with ``joint_fields``) and returns ``{"embeddings": [F, B, H],
+    "mlm_loss": scalar, "mlm_tokens": scalar}``; ``mlm_loss`` is the mean cross-entropy over all
+    masked tokens of all fields (0 when nothing is masked).
     """
     return add_forward_pass(model, "metric_batch", _metric_forward)
 
@@ -52,10 +55,13 @@ def _metric_forward(
     fields: Sequence[str] = (),
     pooling_input=PoolingInput.MASKED,
     length_groups: int = 1,
+    joint_fields: bool = False,
 ) -> dict[str, torch.Tensor]:
     pooling_input = PoolingInput(pooling_input)
     pooled, mlm = [], MaskedTokenLoss(model, plain_forward, head)
     field_tensors = [field_inputs(batch, name) for name in fields]
+    if joint_fields:
+        field_tensors = [joined_fields(field_tensors)]
     # With a second pass, the vectors come from each masked field's original tokens.
     originals = [
         unmasked(inputs) if pooling_input is PoolingInput.UNMASKED and "labels" in inputs else None
@@ -72,8 +78,35 @@ def _metric_forward(
                     mlm.encode(group, group.pop("labels"))  # the masked pass serves the MLM term alone
             else:
                 pooled.append(_pooled(inputs, length_groups, mlm.encode))
-    embeddings = torch.stack(pooled)
+    embeddings = pooled[0].unflatten(0, (len(fields), -1)) if joint_fields else torch.stack(pooled)
     return {"embeddings": embeddings, **mlm.result(embeddings)}
+
+
+def joined_fields(field_tensors: Sequence[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
+    """Every field's rows in one batch, field after field, each tensor widened on the right to the
+    widest field's columns (attention 0, labels -100), so one encoder call reads them all.
+
+    Why: on an accelerator a MiniLM step of 32 items is bound by the host's kernel launches, not
+    the arithmetic (benchmarks/RESULTS.md, "GPU rows"), and each encoder call launches every
+    kernel again. The added columns are padding nobody attends to, and they sit after each row's
+    own tokens, so every token keeps its position (left-padded rows included): each row's hidden
+    states, its pooled vector and the MLM loss are those of its field's own pass, up to rounding.
+    """
+    if any(inputs.keys() != field_tensors[0].keys() for inputs in field_tensors):
+        raise ValueError("A joint pass needs the same tensors (ids, mask, labels, ...) for every field.")
+    width = max(inputs["input_ids"].shape[1] for inputs in field_tensors)
+    fill = {"labels": -100}
+    return {
+        name: torch.cat(
+            [
+                torch.nn.functional.pad(
+                    inputs[name], (0, width - inputs[name].shape[1]), value=fill.get(name, 0)
+                )
+                for inputs in field_tensors
+            ]
+        )
+        for name in field_tensors[0]
+    }
 
 
 def _last_hidden_state(model) -> Callable:

@@ -191,6 +191,7 @@ class MetricBertTrainer(CatalogTrainer):
             fields=self.batch_fields,
             pooling_input=args.pooling_input,
             length_groups=length_groups_on(args.device, args.length_groups),
+            joint_fields=args.joint_field_pass,
         )
         embeddings, shard = outputs["embeddings"], None
         if self.gathers_across_processes:

@@ -17,7 +17,7 @@ from metricbert_trainer.base.modeling import (
 )
 from metricbert_trainer.base.pooling import mean_pool
 from metricbert_trainer.metricbert.collator import MetricBertCollator
-from metricbert_trainer.metricbert.forward import PoolingInput, _metric_forward
+from metricbert_trainer.metricbert.forward import PoolingInput, _metric_forward, joined_fields
 
 ITEMS = [
     {
@@ -134,33 +134,54 @@ def test_an_unexpected_mismatch_still_gets_transformers_report(
 
 
 @pytest.mark.parametrize("pooling_input", list(PoolingInput))
-def test_length_groups_give_the_whole_batch_vectors_loss_and_gradients(
-    tiny_model_path, tokenizer, wines_csv, pooling_input
+@pytest.mark.parametrize("padding_side", ["right", "left"])
+def test_length_groups_and_one_call_for_both_fields_give_the_whole_batch_vectors_loss_and_gradients(
+    tiny_model_path, tokenizer, wines_csv, pooling_input, padding_side
 ):
-    """Encoding each field in groups of similar length (each cut to its own longest text) is the
-    whole-batch pass up to rounding: same vectors in batch order, same MLM loss, same gradients."""
+    """Encoding each field in groups of similar length (each cut to its own longest text), or both
+    fields in one call (``joint_fields``: the titles widened to the descriptions' columns, in one
+    group or in groups drawn over both fields' texts) is one padded pass per field up to rounding:
+    the same vectors in field and batch order, MLM loss and gradients, with the encoder called
+    once a group. Left-padded fields keep every token's position."""
     batch = masked_wine_batch(wines_csv, tokenizer, rows=10)
+    if padding_side == "left":
+        batch = {name: tensor.flip(1) for name, tensor in batch.items()}
     model = dropout_free_metric_model(tiny_model_path)
+    encoder_calls = []
+    model.base_model.register_forward_hook(lambda module, inputs, output: encoder_calls.append(1))
+    passes = 2 if pooling_input is PoolingInput.UNMASKED else 1
     results = {}
-    for groups in (1, 3, 16):
+    for joint, groups in ((False, 1), (False, 3), (False, 16), (True, 1), (True, 3)):
         model.zero_grad()
+        encoder_calls.clear()
         outputs = model(
             metric_batch=batch,
             fields=("title", "description"),
             pooling_input=pooling_input,
             length_groups=groups,
+            joint_fields=joint,
         )
-        (outputs["embeddings"].square().sum() + outputs["mlm_loss"]).backward()
+        (
+            outputs["embeddings"][0].square().sum() + 2 * outputs["embeddings"][1].sum() + outputs["mlm_loss"]
+        ).backward()
         gradients = [parameter.grad.clone() for parameter in model.parameters() if parameter.grad is not None]
-        results[groups] = (outputs["embeddings"].detach(), outputs["mlm_loss"].detach(), gradients)
-    whole_embeddings, whole_loss, whole_gradients = results[1]
+        results[joint, groups] = (outputs["embeddings"].detach(), outputs["mlm_loss"].detach(), gradients)
+        assert len(encoder_calls) == passes * min(groups, 10) * (1 if joint else 2)
+    whole_embeddings, whole_loss, whole_gradients = results.pop((False, 1))
+    assert whole_embeddings.shape == (2, 10, model.config.hidden_size)
     assert whole_loss > 0
-    for groups in (3, 16):
-        embeddings, loss, gradients = results[groups]
+    for embeddings, loss, gradients in results.values():
         torch.testing.assert_close(embeddings, whole_embeddings, atol=1e-5, rtol=1e-4)
         torch.testing.assert_close(loss, whole_loss)
         for gradient, whole_gradient in zip(gradients, whole_gradients, strict=True):
             torch.testing.assert_close(gradient, whole_gradient, atol=1e-5, rtol=1e-4)
+
+
+def test_a_joint_pass_refuses_fields_with_different_tensors():
+    title = {"input_ids": torch.ones(2, 3, dtype=torch.long), "attention_mask": torch.ones(2, 3)}
+    description = {**title, "labels": torch.full((2, 3), -100)}
+    with pytest.raises(ValueError, match="same tensors"):
+        joined_fields([title, description])
 
 
 def test_one_head_call_scores_the_masked_tokens_of_every_field_and_group(

@@ -344,21 +344,40 @@ def test_guide_confidence_weighting_logs_the_anchor_weight_and_weakens_the_guard
     assert 0.0 < squared["distill_loss"] < weighted["distill_loss"] < uniform["distill_loss"]
 
 
-def test_length_groups_train_like_one_padded_batch(tmp_path, tiny_model_path, tokenizer, wine_items):
-    """Each field encoded in groups of similar length gives the whole-batch vectors, so a run
-    logs the same losses as one padded batch per field, up to rounding (without dropout, whose
-    draws follow the shapes of the tensors)."""
-    histories = {}
-    for groups in (1, 4):
+def test_length_groups_and_one_call_for_both_fields_train_like_one_padded_batch(
+    tmp_path, tiny_model_path, tokenizer, wine_items
+):
+    """Each field encoded in groups of similar length, or both fields in one encoder call
+    (``joint_field_pass``, in one group or in groups drawn over both fields' texts), gives the
+    vectors of one padded batch per field, so a run logs the same losses up to rounding (without
+    dropout, whose draws follow the shapes of the tensors), with the encoder called once a group."""
+    histories, calls = {}, {}
+    for groups, joint in ((1, False), (4, False), (1, True), (4, True)):
         args = _config(
-            tmp_path / str(groups), max_steps=3, mlm_weight=1.0, mlm_probability=0.15, length_groups=groups
+            tmp_path / f"{groups}-{joint}",
+            max_steps=3,
+            mlm_weight=1.0,
+            mlm_probability=0.15,
+            length_groups=groups,
+            joint_field_pass=joint,
         )
         model = load_masked_lm(tiny_model_path, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+        calls[groups, joint] = []
+        model.base_model.register_forward_hook(
+            lambda module, inputs, output, key=(groups, joint): calls[key].append(module.training)
+        )
         trainer = MetricBertTrainer(model, args, train_dataset=wine_items, processing_class=tokenizer)
         trainer.train()
-        histories[groups] = _loss_history(trainer, "triplet_loss") + _loss_history(trainer, "mlm_loss")
-    assert len(histories[1]) == 6
-    np.testing.assert_allclose(histories[4], histories[1], rtol=1e-4, atol=1e-6)
+        histories[groups, joint] = _loss_history(trainer, "triplet_loss") + _loss_history(trainer, "mlm_loss")
+    assert len(histories[1, False]) == 6
+    for key in ((4, False), (1, True), (4, True)):
+        np.testing.assert_allclose(histories[key], histories[1, False], rtol=1e-4, atol=1e-6)
+    assert {key: sum(made) for key, made in calls.items()} == {
+        (1, False): 3 * 2,
+        (4, False): 3 * 2 * 4,
+        (1, True): 3,
+        (4, True): 3 * 4,
+    }
 
 
 @pytest.mark.parametrize("groups", [1, 4])
