@@ -140,6 +140,13 @@ TEXTS_AT_A_MILLION_ITEMS = 2_000_000
 CATALOG_RECIPE = REPO_ROOT / "recipes" / "catalog" / "minilm.yaml"
 
 
+def reset_peak_rss() -> None:
+    """Restarts the process's peak RSS (``peak_rss_gib``) from its current RSS (Linux's
+    ``/proc/self/clear_refs``), so that a phase's own peak is read apart from its set-up's."""
+    with open("/proc/self/clear_refs", "w", encoding="ascii") as handle:
+        handle.write("5")
+
+
 def current_rss_gib() -> float:
     with open("/proc/self/statm", encoding="ascii") as handle:
         return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**30
@@ -687,16 +694,22 @@ def recipe_shared_neighbours() -> int:
     return int(yaml.safe_load(CATALOG_RECIPE.read_text())["teacher_shared_neighbours"])
 
 
-def shared_neighbours_row(items: int, neighbours: int, candidates: int = 0, recall_sample: int = 0) -> dict:
+def shared_neighbours_row(
+    items: int, neighbours: int, candidates: int = 0, views: str = "fields", recall_sample: int = 0
+) -> dict:
     """The TF-IDF fit and rows, then the lists, at ``items`` items, in a process of its own: exact,
     or searched among ``candidates`` (``teacher_shared_neighbour_candidates``), then compared with
-    the exact lists of ``recall_sample`` items (their teacher rows against every item)."""
+    the exact lists of ``recall_sample`` items (their teacher rows against every item). ``views``:
+    the start's vectors as a tensor per field (``fields``), or as the trainer reads them, rows of
+    one cache (the guide's) gathered at unit length beside the index (``gathered``,
+    ``unit_rows_of``) or into the index's own storage (``indexed``, ``indexed_unit_rows``); the
+    time of the lists includes the views'."""
     import pandas as pd
     import torch
     from transformers import AutoTokenizer
 
     from metricbert_trainer.base.modeling import resolve_model_name
-    from metricbert_trainer.evaluation.candidate_lists import list_recall
+    from metricbert_trainer.evaluation.candidate_lists import indexed_unit_rows, list_recall, unit_rows_of
     from metricbert_trainer.metricbert.config import MetricBertConfig
     from metricbert_trainer.metricbert.shared_neighbours import (
         teacher_candidate_lists,
@@ -709,8 +722,11 @@ def shared_neighbours_row(items: int, neighbours: int, candidates: int = 0, reca
     frame = pd.read_csv(REPO_ROOT / catalog).sample(n=items, replace=True, random_state=0)
     columns = {name: [str(text) for text in frame[name]] for name in ("title", "description")}
     tokenizer = AutoTokenizer.from_pretrained(resolve_model_name("sentence-transformers/all-MiniLM-L6-v2"))
-    views = clustered_views(items, 384)
-    encoder = [torch.from_numpy(views[name]) for name in columns]
+    encoder = [torch.from_numpy(view) for view in clustered_views(items, 384).values()]
+    if views != "fields":
+        # One matrix of every text's vector, as the guide's cache holds them; the fields are its rows.
+        cache = torch.cat(encoder)
+        encoder = list(cache.split(items))
     started = time.perf_counter()
     _, matrices = fitted_catalog_vectors(tokenizer, columns, max_length)
     fitted = time.perf_counter() - started
@@ -719,8 +735,23 @@ def shared_neighbours_row(items: int, neighbours: int, candidates: int = 0, reca
     if not candidates:
         teacher_neighbour_lists(encoder, matrices, **options)
         return {"prepared": fitted, "lists": time.perf_counter() - started, "peak_gib": peak_rss_gib()}
-    lists = teacher_candidate_lists(encoder, matrices, candidates=candidates, **options)
-    row = {"prepared": fitted, "lists": time.perf_counter() - started, "peak_gib": peak_rss_gib()}
+    peak_before = peak_rss_gib()
+    reset_peak_rss()
+    resident = peak_rss_gib()  # what the listing starts with: cache, TF-IDF rows, tokenizer
+    searched = encoder
+    if views != "fields":
+        gather = {"gathered": unit_rows_of, "indexed": indexed_unit_rows}[views]
+        searched = gather(
+            cache.numpy(), {"title": np.arange(items), "description": np.arange(items, 2 * items)}
+        )
+    lists = teacher_candidate_lists(searched, matrices, candidates=candidates, **options)
+    listing = peak_rss_gib()
+    row = {
+        "prepared": fitted,
+        "lists": time.perf_counter() - started,
+        "peak_gib": max(peak_before, listing),
+        "listing_added_gib": listing - resident,
+    }
     if recall_sample:
         sample = torch.from_numpy(np.random.default_rng(1).choice(items, size=recall_sample, replace=False))
         # 50 rows against every item at a time: [50, N] for each of the fusion's temporaries.
@@ -733,7 +764,7 @@ def shared_neighbours_row(items: int, neighbours: int, candidates: int = 0, reca
             ]
         )
         row["recall"] = list_recall(lists[sample].numpy(), exact.numpy())
-        row["peak_with_ranker_gib"] = peak_rss_gib()
+        row["peak_with_ranker_gib"] = max(peak_before, peak_rss_gib())
     return row
 
 
@@ -756,7 +787,9 @@ def print_list_timings(row, items: list[int], neighbours: int, prepared: str) ->
 
 def run_shared_neighbours(arguments: argparse.Namespace) -> None:
     if arguments.candidates:
-        print_candidate_timings(shared_neighbours_row, arguments, recipe_shared_neighbours(), "TF-IDF fitted")
+        print_candidate_timings(
+            shared_neighbours_row, arguments, recipe_shared_neighbours(), "TF-IDF fitted", arguments.views
+        )
         return
     print_list_timings(
         shared_neighbours_row, arguments.items, recipe_shared_neighbours(), "TF-IDF fit and rows"
@@ -1083,7 +1116,8 @@ def print_candidate_timings(
     print(
         f"| items | {prepared} (s) | lists searched among {arguments.candidates} candidates{searched_by} (s) "
         f"| peak RSS GiB | lists at 1M items, by N (h) | recall of the exact lists ({arguments.recall_sample} "
-        "items) | peak RSS GiB with the exact rows |\n|---:|---:|---:|---:|---:|---:|---:|"
+        "items) | peak RSS GiB with the exact rows | the listing's peak above what it starts with, GiB |"
+        "\n|---:|---:|---:|---:|---:|---:|---:|---:|"
     )
     for count in arguments.items:
         result = in_fresh_process(
@@ -1095,9 +1129,10 @@ def print_candidate_timings(
             if "recall" in result
             else "- | -"
         )
+        added = f"{result['listing_added_gib']:.2f}" if "listing_added_gib" in result else "-"
         print(
             f"| {count:,} | {result['prepared']:.1f} | {result['lists']:.1f} | {result['peak_gib']:.2f} "
-            f"| {projected:.2f} | {recall} |",
+            f"| {projected:.2f} | {recall} | {added} |",
             flush=True,
         )
 
@@ -1172,6 +1207,13 @@ def main() -> None:
         help="The teacher's shared-neighbour lists (teacher_shared_neighbours) at --items items.",
     )
     shared.add_argument("--items", nargs="+", type=int, default=[5_000, 10_000, 20_000])
+    shared.add_argument(
+        "--views",
+        choices=["fields", "gathered", "indexed"],
+        default="fields",
+        help="The start's vectors searched: a tensor per field, or rows of one cache at unit length as "
+        "training reads them, beside the index (gathered) or as its storage (indexed).",
+    )
     add_candidate_options(shared)
     shared.set_defaults(run=run_shared_neighbours)
     rerank = commands.add_parser(

@@ -16,7 +16,8 @@ With the ``faiss`` backend the index is built once over the encoder's unit views
 one matrix whose column slices serve the re-scoring too, and searched ``SEARCH_CHUNK`` items at a
 time, each chunk's candidates re-scored at once: no copy of the views beyond that matrix and the
 index's own, and no ``[N, candidates]`` array (``neighbours.top_k`` keeps both, and at a million
-items ran out of 24 GiB; docs/scale_out.md).
+items ran out of 24 GiB; docs/scale_out.md). Views made by ``indexed_unit_rows`` (training's
+teacher) are the index's own storage, so not even that matrix is held apart from it.
 """
 
 from __future__ import annotations
@@ -38,6 +39,12 @@ CHUNK = 128
 # Items whose candidates one FAISS search returns ([SEARCH_CHUNK, candidates + 1] ids and scores).
 SEARCH_CHUNK = 8192
 DEFAULT_SAMPLE = 2048
+# The FAISS index the candidates are searched in, and its search settings (``candidate_pools``).
+DEFAULT_FAISS_INDEX = "HNSW32"
+DEFAULT_FAISS_PARAMETERS = "efSearch=256"
+# Items whose unit rows ``indexed_unit_rows`` gathers and adds to the index at a time (192 MiB of
+# two MiniLM fields): a catalog of up to this many items is added in one call, as before.
+INDEX_ROWS = 65536
 
 
 def fused_parts(scorer: Scorer) -> list[tuple[VectorScorer, float]]:
@@ -80,9 +87,13 @@ def prepared_parts(scorer: Scorer, catalog: Catalog) -> list[PreparedPart]:
 class UnitViews(dict):
     """A part's views at unit length, by name (``unit_vectors``). ``stacked``: when the views are
     dense, the one float32 matrix they are the column slices of, side by side, which is what a
-    FAISS index of the part searches (``stacked_unit_views`` takes it as it is); else ``None``."""
+    FAISS index of the part searches (``stacked_unit_views`` takes it as it is); else ``None``.
+    ``index``: a FAISS index whose own storage ``stacked`` is (``indexed_unit_rows``), with the
+    ``(factory, parameters)`` it was built with in ``index_settings``; else ``None``."""
 
     stacked: np.ndarray | None = None
+    index: object | None = None
+    index_settings: tuple[str, str] | None = None
 
 
 def unit_vectors(vectors: dict) -> UnitViews:
@@ -150,6 +161,65 @@ def unit_rows_of(source: np.ndarray, rows: dict[str, np.ndarray]) -> UnitViews:
     return unit
 
 
+def indexed_unit_rows(
+    source: np.ndarray,
+    rows: dict[str, np.ndarray],
+    factory: str = DEFAULT_FAISS_INDEX,
+    parameters: str = DEFAULT_FAISS_PARAMETERS,
+    chunk_rows: int = INDEX_ROWS,
+) -> UnitViews:
+    """``unit_rows_of(source, rows)``, held by a FAISS index of them (``factory``, searched with
+    ``parameters``) rather than beside it: the rows are gathered, scaled and added ``chunk_rows``
+    items at a time, and the views are column slices of the index's own flat storage. Why: the
+    candidate search needs the index, the re-scoring needs the views, and both are the same
+    floats; holding them twice was a third copy of the start's vectors beside the guide's cache
+    and the index, 29 GiB per process at ten million MiniLM items (docs/scale_out.md). A catalog
+    of more than ``chunk_rows`` items is added in several calls, which builds another HNSW graph
+    than one call (at 300,000 items its lists held 0.007 less of the exact lists' items), and
+    each chunk is scaled on its own (a chunk already at unit length is kept as it is, where the
+    whole matrix would be scaled: a rounding's difference). A factory without a flat storage in
+    item order (IVF) gets ``unit_rows_of``'s views, and the search builds its index from them as
+    before."""
+    import faiss
+
+    count = len(next(iter(rows.values())))
+    width = np.shape(source)[1] * len(rows)
+    index = faiss.index_factory(width, factory, faiss.METRIC_INNER_PRODUCT)
+    storage = faiss.downcast_index(index.storage) if hasattr(index, "storage") else index
+    if not (index.is_trained and isinstance(storage, faiss.IndexFlat)):
+        return unit_rows_of(source, rows)
+    # Every add grows the storage's byte vector; sized once (and emptied, which keeps its capacity)
+    # it never reallocates, where a doubling vector held its old and new buffers at once.
+    storage.codes.resize(count * storage.code_size)
+    storage.codes.resize(0)
+    for start in range(0, count, chunk_rows):
+        index.add(
+            unit_rows_of(
+                source, {name: picked[start : start + chunk_rows] for name, picked in rows.items()}
+            ).stacked
+        )
+    if parameters:
+        faiss.ParameterSpace().set_index_parameters(index, parameters)
+    stacked = np.asarray(_IndexStorage(index, storage, (count, width)))
+    unit = UnitViews(zip(rows, np.hsplit(stacked, len(rows)), strict=True))
+    unit.stacked, unit.index, unit.index_settings = stacked, index, (factory, parameters)
+    return unit
+
+
+class _IndexStorage:
+    """The float32 rows a flat FAISS storage holds, for ``np.asarray`` without a copy; every array
+    over them keeps this object, hence the index that owns the memory, alive."""
+
+    def __init__(self, index, storage, shape: tuple[int, int]) -> None:
+        import faiss
+
+        if storage.ntotal != shape[0] or storage.d != shape[1]:
+            raise ValueError(f"The index holds {storage.ntotal} x {storage.d} floats, not {shape}.")
+        self.index = index
+        address = faiss.rev_swig_ptr(storage.get_xb(), 1).__array_interface__["data"][0]
+        self.__array_interface__ = {"data": (address, False), "shape": shape, "typestr": "<f4", "version": 3}
+
+
 def take_rows_into(source: np.ndarray, rows: np.ndarray, out: np.ndarray) -> None:
     """``out[:] = source[rows]`` without the ``[len(rows), H]`` temporary that indexing makes
     (``out`` may be a column slice of a larger matrix); a ``source`` of another dtype (the guide's
@@ -185,13 +255,15 @@ def faiss_candidate_pools(
     parameters: str,
     chunk: int = SEARCH_CHUNK,
     items: np.ndarray | None = None,
+    index=None,
 ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     """``(rows, [len(rows), candidates])`` for every ``chunk`` of ``items`` (every item by
     default): each item's ``candidates`` nearest other items by the summed cosine of its
     ``stacked`` unit views, from one FAISS index of every item built by ``factory`` and searched
-    with ``parameters``; the index's order, the item itself left out (the last one found when the
-    search missed the item itself)."""
-    index = inner_product_index(stacked, factory, parameters)
+    with ``parameters`` (or ``index``, one already built so of ``stacked``); the index's order, the
+    item itself left out (the last one found when the search missed the item itself)."""
+    if index is None:
+        index = inner_product_index(stacked, factory, parameters)
     items = np.arange(len(stacked)) if items is None else np.asarray(items)
     for start in range(0, len(items), chunk):
         rows = items[start : start + chunk]
@@ -282,8 +354,8 @@ def candidate_pools(
     candidates: int,
     *,
     backend: str = "exact",
-    faiss_index: str = "HNSW32",
-    faiss_parameters: str = "efSearch=256",
+    faiss_index: str = DEFAULT_FAISS_INDEX,
+    faiss_parameters: str = DEFAULT_FAISS_PARAMETERS,
     items: np.ndarray | None = None,
     searched: np.ndarray | None = None,
 ) -> tuple[PartViews, Iterable[tuple[np.ndarray, np.ndarray]]]:
@@ -318,7 +390,15 @@ def candidate_pools(
         # FAISS orders by the summed cosine, a close proxy of a sum of angles; the fusion re-scores
         # the candidates anyway, so the index is asked for exactly as many as are kept.
         stacked, first_views = stacked_unit_views(first_vectors)
-        pools = faiss_candidate_pools(stacked, candidates, faiss_index, faiss_parameters, items=items)
+        built = getattr(first_vectors, "index_settings", None) == (faiss_index, faiss_parameters)
+        pools = faiss_candidate_pools(
+            stacked,
+            candidates,
+            faiss_index,
+            faiss_parameters,
+            items=items,
+            index=first_vectors.index if built else None,
+        )
     elif backend == "exact":
         first_views = unit_views(first_vectors)
         # Every pair under the first part's distance (neighbours.top_k), all the items as one pool.

@@ -23,7 +23,7 @@ from metricbert_trainer.base.distributed import (
 from metricbert_trainer.base.gradient_norms import term_gradient_norms
 from metricbert_trainer.base.length_groups import length_groups_on
 from metricbert_trainer.base.trainer import CatalogTrainer
-from metricbert_trainer.evaluation.candidate_lists import UnitViews, unit_rows_of
+from metricbert_trainer.evaluation.candidate_lists import UnitViews, indexed_unit_rows
 from metricbert_trainer.metricbert.collator import MetricBertCollator
 from metricbert_trainer.metricbert.config import MetricBertConfig
 from metricbert_trainer.metricbert.forward import enable_metric_forward
@@ -412,9 +412,10 @@ class MetricBertTrainer(CatalogTrainer):
 
     def _guide_catalog_unit_views(self) -> UnitViews:
         """The frozen start's vectors of every catalog text at unit length, each field a column
-        slice of one matrix (``candidate_lists.unit_rows_of``)."""
+        slice of the storage of the FAISS index the teacher's candidates are searched in
+        (``candidate_lists.indexed_unit_rows``): one copy of them beside the guide's cache."""
         rows = self._guide_cache_rows()
-        return unit_rows_of(self.guide.cache_matrix().numpy(), rows)
+        return indexed_unit_rows(self.guide.cache_matrix().numpy(), rows)
 
     def _guide_catalog_vectors(self) -> list[torch.Tensor]:
         """The frozen start's vectors of every catalog text, ``[N, H]`` per field, in float32."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import logging
 
 import numpy as np
@@ -274,6 +275,33 @@ def test_views_gathered_from_rows_of_one_matrix_are_the_stacked_unit_views_of_th
     assert stacked_unit_views(gathered)[0] is gathered.stacked  # a search reads it as it is
     with pytest.raises(IndexError, match="Rows must lie in 0..29"):  # never clipped to the last row
         unit_rows_of(source, {"title": np.array([0, 30])})
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_indexed_views_are_the_index_storage_holding_the_gathered_unit_rows(dtype):
+    """``indexed_unit_rows`` (training's teacher) adds the gathered unit rows to a FAISS index a
+    chunk at a time and returns views over the index's own storage: bit for bit ``unit_rows_of``'s,
+    sharing the index's memory, and usable after every other reference to the index is gone. An
+    index without a flat storage in item order (IVF) leaves the views apart from it."""
+    import faiss
+
+    rng = np.random.default_rng(5)
+    source = rng.standard_normal((30, 6)).astype(dtype)
+    rows = {"title": rng.integers(0, 30, 45), "description": rng.integers(0, 30, 45)}
+    gathered = unit_rows_of(source, rows)
+    indexed = candidate_lists.indexed_unit_rows(source, rows, "HNSW8", "efSearch=16", chunk_rows=7)
+    assert indexed.stacked.tobytes() == gathered.stacked.tobytes() and list(indexed) == list(rows)
+    storage = faiss.downcast_index(indexed.index.storage)
+    held = faiss.rev_swig_ptr(storage.get_xb(), storage.ntotal * storage.d)
+    assert storage.ntotal == 45 and all(np.shares_memory(view, held) for view in indexed.values())
+    assert indexed.index_settings == ("HNSW8", "efSearch=16") and indexed.index.hnsw.efSearch == 16
+    description = indexed["description"]
+    del indexed, storage, held
+    gc.collect()
+    np.ones((200, 90), dtype=np.float32)  # memory freed by a lost index would be reused here
+    assert np.array_equal(description, gathered["description"])
+    apart = candidate_lists.indexed_unit_rows(source, rows, "IVF2,Flat")
+    assert apart.index is None and apart.stacked.tobytes() == gathered.stacked.tobytes()
 
 
 def test_views_gathered_from_a_float16_matrix_are_its_rows_cast_a_chunk_at_a_time(monkeypatch):

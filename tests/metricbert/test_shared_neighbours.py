@@ -12,7 +12,7 @@ from conftest import tiny_metricbert_trainer
 from metricbert_trainer.base.distances import Distance, pairwise_distance
 from metricbert_trainer.data.catalog import load_catalog
 from metricbert_trainer.data.token_rows import TokenRows
-from metricbert_trainer.evaluation.candidate_lists import unit_rows_of
+from metricbert_trainer.evaluation.candidate_lists import indexed_unit_rows, unit_rows_of
 from metricbert_trainer.evaluation.hybrid import standardised_rows
 from metricbert_trainer.metricbert import shared_neighbours as module
 from metricbert_trainer.metricbert.collator import MetricBertCollator
@@ -90,9 +90,17 @@ def test_the_lists_are_the_teachers_nearest_items_over_the_whole_catalog(
     np.testing.assert_array_equal(shared.numpy(), expected[share])
     # The start's views gathered at unit length from one cache (the trainer's guide) list the same.
     cache = torch.cat(encoder).numpy()
-    views = unit_rows_of(cache, {"title": np.arange(40), "description": np.arange(40, 80)})
+    cache_rows = {"title": np.arange(40), "description": np.arange(40, 80)}
+    views = unit_rows_of(cache, cache_rows)
     gathered = teacher_candidate_lists(views, tfidf, tfidf_weight=0.3, neighbours=5, candidates=39)
     np.testing.assert_array_equal(gathered.numpy(), expected)
+    # So do views that are the storage of the index they are searched in (the trainer's), added to
+    # it in one call or in several (another HNSW graph).
+    for chunk_rows in (40, 9):
+        indexed = indexed_unit_rows(cache, cache_rows, chunk_rows=chunk_rows)
+        assert indexed.index.ntotal == 40
+        listed = teacher_candidate_lists(indexed, tfidf, tfidf_weight=0.3, neighbours=5, candidates=39)
+        np.testing.assert_array_equal(listed.numpy(), expected)
     searched = teacher_candidate_lists(encoder, tfidf, tfidf_weight=0.3, neighbours=5, candidates=12)
     np.fill_diagonal(encoder_rows, np.inf)
     nearest_under_start = np.argsort(encoder_rows, axis=1, kind="stable")[:, :12]
