@@ -506,10 +506,9 @@ def cache_row(texts: int, storage: str) -> dict:
     # A tree from before guide_embedding_cache_dtype has no ``storage``: its cache is float32.
     known = "storage" in inspect.signature(guide.cache_embeddings).parameters
     gc.collect()
-    # Against the RSS now, not the peak so far, which reading the texts may have raised: the
-    # printed rows say when that earlier peak, not the call, is what the column shows.
+    # The call's own peak, apart from the higher one reading the texts may have reached.
+    reset_peak_rss()
     before = current_rss_gib()
-    peak_before = peak_rss_gib()
     started = time.perf_counter()
     guide.cache_embeddings(
         tokenizer,
@@ -527,7 +526,6 @@ def cache_row(texts: int, storage: str) -> dict:
         "storage": str(guide.cache_matrix().dtype).removeprefix("torch."),
         "cache_gib": guide.cache_matrix().nbytes / 2**30,
         "added_gib": peak_rss_gib() - before,
-        "peak_before_gib": peak_before - before,
         "tokens": float(np.mean(tokens.lengths)),
     }
 
@@ -544,10 +542,6 @@ def run_cache(arguments: argparse.Namespace) -> None:
                 f"{row['cache_gib']:.2f} | {row['added_gib']:.2f} |",
                 flush=True,
             )
-            if row["peak_before_gib"] >= row["added_gib"]:
-                print(
-                    f"  (the peak before the call was higher: {row['peak_before_gib']:.2f} GiB above its RSS)"
-                )
 
 
 def lengths_row(texts: int, way: str) -> dict:
