@@ -15,9 +15,10 @@ ones (tested).
 With the ``faiss`` backend the index is built once over the encoder's unit views, side by side in
 one matrix whose column slices serve the re-scoring too, and searched ``SEARCH_CHUNK`` items at a
 time, each chunk's candidates re-scored at once: no copy of the views beyond that matrix and the
-index's own, and no ``[N, candidates]`` array (``neighbours.top_k`` keeps both, and at a million
-items ran out of 24 GiB; docs/scale_out.md). Views made by ``indexed_unit_rows`` (training's
-teacher) are the index's own storage, so not even that matrix is held apart from it.
+index's own, and no ``[N, candidates]`` array (``neighbours.top_k`` kept both when the lists were
+first searched through it, and at a million items ran out of 24 GiB; docs/scale_out.md). Views made
+by ``indexed_unit_rows`` (training's teacher) are the index's own storage, so not even that matrix
+is held apart from it.
 """
 
 from __future__ import annotations
@@ -31,7 +32,15 @@ from sklearn.preprocessing import normalize
 from metricbert_trainer.base.distances import Distance
 from metricbert_trainer.data.catalog import Catalog
 from metricbert_trainer.evaluation.hybrid import FusedScorer, fused_ranker, standardised
-from metricbert_trainer.evaluation.neighbours import inner_product_index, is_unit_scaled, top_k, unit_view
+from metricbert_trainer.evaluation.neighbours import (
+    flat_storage,
+    index_storage_rows,
+    inner_product_index,
+    is_unit_scaled,
+    stacked_columns,
+    top_k,
+    unit_view,
+)
 from metricbert_trainer.evaluation.scorers import Scorer, VectorScorer
 
 # Items whose candidates are re-scored at a time ([CHUNK, candidates] pairs per view).
@@ -185,8 +194,8 @@ def indexed_unit_rows(
     count = len(next(iter(rows.values())))
     width = np.shape(source)[1] * len(rows)
     index = faiss.index_factory(width, factory, faiss.METRIC_INNER_PRODUCT)
-    storage = faiss.downcast_index(index.storage) if hasattr(index, "storage") else index
-    if not (index.is_trained and isinstance(storage, faiss.IndexFlat)):
+    storage = flat_storage(index)
+    if not index.is_trained or storage is None:
         return unit_rows_of(source, rows)
     # Every add grows the storage's byte vector; sized once (and emptied, which keeps its capacity)
     # it never reallocates, where a doubling vector held its old and new buffers at once.
@@ -200,24 +209,10 @@ def indexed_unit_rows(
         )
     if parameters:
         faiss.ParameterSpace().set_index_parameters(index, parameters)
-    stacked = np.asarray(_IndexStorage(index, storage, (count, width)))
+    stacked = index_storage_rows(index, storage)
     unit = UnitViews(zip(rows, np.hsplit(stacked, len(rows)), strict=True))
     unit.stacked, unit.index, unit.index_settings = stacked, index, (factory, parameters)
     return unit
-
-
-class _IndexStorage:
-    """The float32 rows a flat FAISS storage holds, for ``np.asarray`` without a copy; every array
-    over them keeps this object, hence the index that owns the memory, alive."""
-
-    def __init__(self, index, storage, shape: tuple[int, int]) -> None:
-        import faiss
-
-        if storage.ntotal != shape[0] or storage.d != shape[1]:
-            raise ValueError(f"The index holds {storage.ntotal} x {storage.d} floats, not {shape}.")
-        self.index = index
-        address = faiss.rev_swig_ptr(storage.get_xb(), 1).__array_interface__["data"][0]
-        self.__array_interface__ = {"data": (address, False), "shape": shape, "typestr": "<f4", "version": 3}
 
 
 def take_rows_into(source: np.ndarray, rows: np.ndarray, out: np.ndarray) -> None:
@@ -239,13 +234,6 @@ def take_rows_into(source: np.ndarray, rows: np.ndarray, out: np.ndarray) -> Non
 # Rows gathered and cast at a time by ``take_rows_into`` when the dtypes differ (6 MiB of float16
 # MiniLM vectors).
 CAST_ROWS = 8192
-
-
-def stacked_columns(count: int, widths: Sequence[int]) -> tuple[np.ndarray, list[np.ndarray]]:
-    """An uninitialised float32 ``[count, sum(widths)]`` matrix, and its column slices of ``widths``."""
-    stacked = np.empty((count, sum(widths)), dtype=np.float32)
-    edges = np.cumsum([0, *widths])
-    return stacked, [stacked[:, start:stop] for start, stop in zip(edges[:-1], edges[1:], strict=True)]
 
 
 def faiss_candidate_pools(

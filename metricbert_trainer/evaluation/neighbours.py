@@ -149,7 +149,7 @@ def top_k(
             ``"efSearch=256"`` for HNSW. Recall and time of each: ``benchmarks/million_items.py``.
     """
     distance = Distance(distance)
-    views = _prepare(vectors, distance)
+    views = _checked_views(vectors, distance)
     num_items = _num_items(views)
     if num_items < 2:
         raise ValueError("Ranking needs at least two items.")
@@ -161,14 +161,20 @@ def top_k(
     if len(queries) == 0:
         return TopK(indices=np.empty((0, k), dtype=np.int64), distances=np.empty((0, k), dtype=np.float32))
     if backend == "exact":
-        return _exact_top_k(views, distance, k, queries)
+        return _exact_top_k(_scaled(views, distance), distance, k, queries)
     if backend == "faiss":
         return _faiss_top_k(views, distance, k, queries, faiss_index, faiss_candidates, faiss_parameters)
     raise ValueError(f"Unknown ranking backend {backend!r}; use 'exact' or 'faiss'.")
 
 
 def _prepare(vectors: Mapping[str, Matrix], distance: Distance) -> list[torch.Tensor | sparse.csr_matrix]:
-    """Checks the views agree on the items, and L2-normalises them once for cosine-based distances."""
+    """``_checked_views``, L2-normalised once for cosine-based distances (``_scaled``)."""
+    return _scaled(_checked_views(vectors, distance), distance)
+
+
+def _checked_views(vectors: Mapping[str, Matrix], distance: Distance) -> list[np.ndarray | sparse.spmatrix]:
+    """The views as they are (dense ones as float32 arrays), once checked to hold the same items,
+    2-D and finite; a sparse view only under a cosine-based distance."""
     if not vectors:
         raise ValueError("No vectors to rank: pass at least one view.")
     sizes = {name: matrix.shape[0] for name, matrix in vectors.items()}
@@ -181,27 +187,37 @@ def _prepare(vectors: Mapping[str, Matrix], distance: Distance) -> list[torch.Te
                 raise ValueError(
                     f"View {name!r} is sparse; the euclidean distance is only supported on dense vectors."
                 )
-            views.append(unit_view(matrix))
+            views.append(matrix)
             continue
-        array = np.asarray(matrix, dtype=np.float32)
         # Not made contiguous unless torch needs it (a negative stride): a view may be a column
         # slice of the views side by side (candidate_lists.unit_vectors), which torch reads in
         # place where a copy would cost its size.
-        tensor = torch.from_numpy(
-            array if min(array.strides, default=0) >= 0 else np.ascontiguousarray(array)
-        )
-        if tensor.ndim != 2:
-            raise ValueError(
-                f"View {name!r} must be a 2-D [items, dims] matrix; got shape {tuple(tensor.shape)}."
-            )
+        array = np.asarray(matrix, dtype=np.float32)
+        array = array if min(array.strides, default=0) >= 0 else np.ascontiguousarray(array)
+        if array.ndim != 2:
+            raise ValueError(f"View {name!r} must be a 2-D [items, dims] matrix; got shape {array.shape}.")
         # Each row's largest and smallest value carry any NaN (they propagate it) or infinity, and
         # are computed without an [N, H] mask: a second less per million 384-wide vectors, paid on
         # every ranking call.
+        tensor = torch.from_numpy(array)
         if not (torch.isfinite(tensor.amax(dim=1)).all() and torch.isfinite(tensor.amin(dim=1)).all()):
             raise ValueError(f"View {name!r} holds NaN or infinite values; check the encoder's output.")
-        scaled = distance is Distance.EUCLIDEAN or is_unit_scaled(array)
-        views.append(tensor if scaled else F.normalize(tensor, dim=-1, eps=1e-12))
+        views.append(array)
     return views
+
+
+def _scaled(views: list, distance: Distance) -> list[torch.Tensor | sparse.csr_matrix]:
+    """Checked views at unit length for cosine-based distances (a view scaled already is kept, not
+    copied), dense ones as tensors over the same memory; as they are for the euclidean distance."""
+    scaled = []
+    for view in views:
+        if sparse.issparse(view):
+            scaled.append(unit_view(view))
+            continue
+        tensor = torch.from_numpy(view)
+        keep = distance is Distance.EUCLIDEAN or is_unit_scaled(view)
+        scaled.append(tensor if keep else F.normalize(tensor, dim=-1, eps=1e-12))
+    return scaled
 
 
 def unit_view(view: Matrix) -> np.ndarray | sparse.csr_matrix:
@@ -342,11 +358,18 @@ def _faiss_top_k(
     candidates: int | None,
     parameters: str,
 ) -> TopK:
+    """``top_k`` through a FAISS index of the views at unit length side by side, whose inner
+    products are sums of per-view cosines. One copy of the scaled vectors is kept, the one the
+    index holds or a flat index beside it (``unit_index``): the queries are read from it, and each
+    view's cosines for the re-ranking too, where the scaled views, their matrix and a flat index
+    per view were held beside the index (6 GiB more at a million items of two 384-wide views;
+    docs/scale_out.md). Queries are searched as many at a time as the re-ranking takes
+    (``SLICE_BYTES``), not all at once, so no ``[queries, candidates]`` array is held either."""
     if importlib.util.find_spec("faiss") is None:
         raise ImportError(
             "The 'faiss' ranking backend needs faiss-cpu: pip install 'metricbert-trainer[faiss]'."
         )
-    if distance is Distance.EUCLIDEAN or any(not isinstance(view, torch.Tensor) for view in views):
+    if distance is Distance.EUCLIDEAN or any(sparse.issparse(view) for view in views):
         raise ValueError(
             "The 'faiss' backend ranks dense vectors by a cosine-based distance; use backend='exact'."
         )
@@ -354,36 +377,36 @@ def _faiss_top_k(
     candidates = min(candidates or (k if exact_order else 4 * k), _num_items(views) - 1)
     if candidates < k:
         raise ValueError(f"faiss_candidates ({candidates}) must be at least k ({k}).")
-    # Inner products of concatenated unit vectors are sums of per-view cosines.
-    matrices = [np.ascontiguousarray(view.numpy()) for view in views]
-    stacked = np.ascontiguousarray(np.concatenate(matrices, axis=1))
-    index = inner_product_index(stacked, factory, parameters)
-    scores, found = index.search(
-        np.ascontiguousarray(stacked[queries]), candidates + 1
-    )  # +1: the query itself
-    labels = np.maximum(found, 0)  # -1: an approximate index ran short; masked below
-    per_view = [] if exact_order else [_flat_index(matrix) for matrix in matrices]
+    index, store = unit_index(views, factory, parameters)
+    stored = index_storage_rows(index, store)
+    edges = np.cumsum([0, *(view.shape[1] for view in views)])
 
     indices = np.empty((len(queries), k), dtype=np.int64)
     distances = np.empty((len(queries), k), dtype=np.float32)
     step = max(1, SLICE_BYTES // (4 * (candidates + 1)))
     for start in range(0, len(queries), step):
         rows, stop = queries[start : start + step], start + step
+        searched = stored[rows]
+        scores, found = index.search(searched, candidates + 1)  # +1: the query itself
+        labels = np.maximum(found, 0)  # -1: an approximate index ran short; masked below
         if exact_order:  # the index's scores are the summed cosines themselves
-            total = _summed_cosine_to_distance(torch.from_numpy(scores[start:stop]), distance, len(views))
+            total = _summed_cosine_to_distance(torch.from_numpy(scores), distance, len(views))
         else:
-            total = torch.zeros(labels[start:stop].shape, dtype=torch.float32)
-            for flat, matrix in zip(per_view, matrices, strict=True):
-                cosine = _candidate_cosines(flat, matrix[rows], labels[start:stop])
+            total = torch.zeros(labels.shape, dtype=torch.float32)
+            for first, last in zip(edges[:-1], edges[1:], strict=True):
+                # The other views' columns zeroed: the inner product is this view's cosine.
+                one_view = np.zeros_like(searched)
+                one_view[:, first:last] = searched[:, first:last]
+                cosine = _candidate_cosines(store, one_view, labels)
                 total += cosine_to_distance(torch.from_numpy(cosine), distance)
-        total[torch.from_numpy((found[start:stop] < 0) | (found[start:stop] == rows[:, None]))] = float("inf")
+        total[torch.from_numpy((found < 0) | (found == rows[:, None]))] = float("inf")
         best_distances, best = torch.topk(total, k, dim=1, largest=False, sorted=True)
         if torch.isinf(best_distances).any():
             raise ValueError(
                 f"The FAISS index {factory!r} returned fewer than k={k} neighbours for some items; "
                 "raise faiss_candidates or use an exact index ('Flat')."
             )
-        indices[start:stop] = np.take_along_axis(labels[start:stop], best.numpy(), axis=1)
+        indices[start:stop] = np.take_along_axis(labels, best.numpy(), axis=1)
         distances[start:stop] = best_distances.numpy()
     return TopK(indices=indices, distances=distances)
 
@@ -402,12 +425,79 @@ def inner_product_index(matrix: np.ndarray, factory: str, parameters: str = ""):
     return index
 
 
-def _flat_index(matrix: np.ndarray):
+def unit_index(views: Sequence[np.ndarray], factory: str, parameters: str = "") -> tuple:
+    """``(index, store)``: ``inner_product_index`` of the ``views`` scaled to unit length side by
+    side, and a flat index holding those rows in item order: the index's own storage when it has
+    one (``Flat``, ``HNSW``: ``flat_storage``), else a ``faiss.IndexFlatIP`` the index is built
+    from. Either way the scaled rows are held once beside the index's own copy at most, where
+    building from a matrix of them kept that matrix too. Rows are scaled as ``_scaled`` scales
+    them, so the index is the one the scaled views' matrix gave, bit for bit."""
     import faiss
 
-    flat = faiss.IndexFlatIP(matrix.shape[1])
-    flat.add(matrix)
-    return flat
+    stacked = _unit_side_by_side(views)
+    index = faiss.index_factory(stacked.shape[1], factory, faiss.METRIC_INNER_PRODUCT)
+    store = flat_storage(index)
+    if store is None:
+        store = faiss.IndexFlatIP(stacked.shape[1])
+        store.add(stacked)
+        stacked = index_storage_rows(store, store)  # the matrix goes; the index reads the store
+    if not index.is_trained:
+        index.train(stacked)
+    index.add(stacked)
+    if parameters:
+        faiss.ParameterSpace().set_index_parameters(index, parameters)
+    return index, store
+
+
+def _unit_side_by_side(views: Sequence[np.ndarray]) -> np.ndarray:
+    """The views scaled to unit length as ``_scaled`` scales them, side by side in one float32
+    matrix, each written into its columns: no scaled view is held apart from the matrix."""
+    stacked, slices = stacked_columns(_num_items(views), [view.shape[1] for view in views])
+    for view, columns in zip(views, slices, strict=True):
+        if is_unit_scaled(view):
+            columns[:] = view
+        else:
+            F.normalize(torch.from_numpy(view), dim=-1, eps=1e-12, out=torch.from_numpy(columns))
+    return stacked
+
+
+def flat_storage(index):
+    """The ``faiss.IndexFlat`` that holds ``index``'s vectors in item order (an ``IndexFlat``
+    itself, or an HNSW index's storage), or ``None`` (an IVF index's lists, a quantised storage)."""
+    import faiss
+
+    storage = faiss.downcast_index(index.storage) if hasattr(index, "storage") else index
+    return storage if isinstance(storage, faiss.IndexFlat) else None
+
+
+def index_storage_rows(index, storage) -> np.ndarray:
+    """The float32 ``[ntotal, d]`` rows that ``storage`` (``index``'s flat storage, or ``index``
+    itself) holds, as an array over its memory rather than a copy; the array keeps ``index``, which
+    owns that memory, alive."""
+    return np.asarray(_IndexStorage(index, storage))
+
+
+class _IndexStorage:
+    """What ``np.asarray`` reads a flat FAISS storage's rows through (``index_storage_rows``)."""
+
+    def __init__(self, index, storage) -> None:
+        import faiss
+
+        self.index = index
+        address = faiss.rev_swig_ptr(storage.get_xb(), 1).__array_interface__["data"][0]
+        self.__array_interface__ = {
+            "data": (address, False),
+            "shape": (storage.ntotal, storage.d),
+            "typestr": "<f4",
+            "version": 3,
+        }
+
+
+def stacked_columns(count: int, widths: Sequence[int]) -> tuple[np.ndarray, list[np.ndarray]]:
+    """An uninitialised float32 ``[count, sum(widths)]`` matrix, and its column slices of ``widths``."""
+    stacked = np.empty((count, sum(widths)), dtype=np.float32)
+    edges = np.cumsum([0, *widths])
+    return stacked, [stacked[:, start:stop] for start, stop in zip(edges[:-1], edges[1:], strict=True)]
 
 
 def _candidate_cosines(flat, queries: np.ndarray, labels: np.ndarray) -> np.ndarray:

@@ -28,7 +28,8 @@ import numpy as np
 import torch
 from torch.utils.data import Sampler
 
-from metricbert_trainer.evaluation.candidate_lists import stacked_columns, take_rows_into
+from metricbert_trainer.evaluation.candidate_lists import take_rows_into
+from metricbert_trainer.evaluation.neighbours import stacked_columns
 
 # Items compared with the whole catalog at a time while the neighbour lists are built.
 CHUNK = 1024

@@ -149,11 +149,37 @@ def test_faiss_agrees_with_exact(small_blocks):
     exact = top_k(two_views, "angular", k=10)
     everything = top_k(two_views, "angular", k=10, backend="faiss", faiss_candidates=299)
     np.testing.assert_array_equal(everything.indices, exact.indices)
+    np.testing.assert_allclose(everything.distances, exact.distances, atol=1e-5)
     default = top_k(two_views, "angular", k=10, backend="faiss")
     recall = np.mean([len(set(a) & set(b)) / 10 for a, b in zip(default.indices, exact.indices, strict=True)])
     assert recall > 0.98
     approximate = top_k(two_views, "angular", k=10, backend="faiss", faiss_index="HNSW32")
     assert not (approximate.indices == np.arange(300)[:, None]).any()
+
+
+@pytest.mark.parametrize(
+    ("factory", "parameters"), [("Flat", ""), ("HNSW8", "efSearch=16"), ("IVF4,Flat", "nprobe=2")]
+)
+def test_the_unit_index_is_the_scaled_views_index_and_holds_their_rows_once(factory, parameters):
+    """``unit_index`` (the FAISS backend's index) searches as the index of the scaled views'
+    matrix does, bit for bit, and its store holds that matrix's rows: the index's own storage
+    when it has a flat one, which the rows then share, else a flat index beside it."""
+    pytest.importorskip("faiss")
+    raw = random_views(num_items=120, dims=(24, 16))
+    raw["view1"] /= np.linalg.norm(raw["view1"], axis=1, keepdims=True)  # a view scaled already
+    views = list(raw.values())
+    matrix = np.hstack([np.asarray(view) for view in neighbours._scaled(views, neighbours.Distance.ANGULAR)])
+    index, store = neighbours.unit_index(views, factory, parameters)
+    rows = neighbours.index_storage_rows(index, store)
+    np.testing.assert_array_equal(rows, matrix)
+    expected = neighbours.inner_product_index(matrix, factory, parameters).search(matrix[:30], 12)
+    for found, wanted in zip(index.search(rows[:30], 12), expected, strict=True):
+        np.testing.assert_array_equal(found, wanted)
+    own = neighbours.flat_storage(index)
+    if factory.startswith("IVF"):
+        assert own is None
+    else:
+        assert np.shares_memory(rows, neighbours.index_storage_rows(index, own))
 
 
 def test_faiss_search_parameters_reach_the_index(small_blocks):
