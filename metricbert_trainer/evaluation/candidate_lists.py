@@ -97,8 +97,9 @@ class UnitViews(dict):
     """A part's views at unit length, by name (``unit_vectors``). ``stacked``: when the views are
     dense, the one float32 matrix they are the column slices of, side by side, which is what a
     FAISS index of the part searches (``stacked_unit_views`` takes it as it is); else ``None``.
-    ``index``: a FAISS index whose own storage ``stacked`` is (``indexed_unit_rows``), with the
-    ``(factory, parameters)`` it was built with in ``index_settings``; else ``None``."""
+    ``index``: a FAISS index of ``stacked``'s rows (``indexed_unit_rows``, ``indexed_views``),
+    whose own flat storage ``stacked`` is when the factory keeps one (HNSW, ``Flat``; not IVF), with
+    the ``(factory, parameters)`` it was built with in ``index_settings``; else ``None``."""
 
     stacked: np.ndarray | None = None
     index: object | None = None
@@ -148,6 +149,33 @@ def stacked_unit_views(vectors: dict) -> tuple[np.ndarray, list[np.ndarray]]:
         if not is_unit_scaled(np.asarray(view)):
             normalize(columns, copy=False)  # in place: no [N, width] copy beside the matrix
     return stacked, slices
+
+
+def indexed_views(vectors: dict, factory: str, parameters: str) -> UnitViews:
+    """``vectors`` at unit length (``unit_vectors``) with a FAISS index of them built by ``factory``
+    and searched with ``parameters``. Unit views given (``UnitViews``, as ``prepared_parts`` keeps
+    them) get the index themselves, or keep the one they have with those settings, and when the
+    index holds its rows in a flat storage (HNSW, ``Flat``) their views become column slices of it
+    and their own matrix is let go: ``evaluate`` and ``recommend`` then hold one copy of the
+    scaled vectors, not that matrix and the index's copy of it (3 GiB each at a million items of
+    two 384-wide views). The floats are the same, so whatever reads the views reads the same."""
+    if isinstance(vectors, UnitViews) and vectors.index_settings == (factory, parameters):
+        return vectors
+    unit = (
+        vectors if isinstance(vectors, UnitViews) and vectors.stacked is not None else unit_vectors(vectors)
+    )
+    index = inner_product_index(unit.stacked, factory, parameters)
+    storage = flat_storage(index)
+    if storage is not None:
+        stacked = index_storage_rows(index, storage)
+        edges = np.cumsum([0, *(np.shape(view)[1] for view in unit.values())])
+        unit.update(
+            (name, stacked[:, first:last])
+            for name, first, last in zip(unit, edges[:-1], edges[1:], strict=True)
+        )
+        unit.stacked = stacked
+    unit.index, unit.index_settings = index, (factory, parameters)
+    return unit
 
 
 def unit_rows_of(source: np.ndarray, rows: dict[str, np.ndarray]) -> UnitViews:
@@ -377,15 +405,10 @@ def candidate_pools(
     elif backend == "faiss":
         # FAISS orders by the summed cosine, a close proxy of a sum of angles; the fusion re-scores
         # the candidates anyway, so the index is asked for exactly as many as are kept.
-        stacked, first_views = stacked_unit_views(first_vectors)
-        built = getattr(first_vectors, "index_settings", None) == (faiss_index, faiss_parameters)
+        indexed = indexed_views(first_vectors, faiss_index, faiss_parameters)
+        first_views = list(indexed.values())
         pools = faiss_candidate_pools(
-            stacked,
-            candidates,
-            faiss_index,
-            faiss_parameters,
-            items=items,
-            index=first_vectors.index if built else None,
+            indexed.stacked, candidates, faiss_index, faiss_parameters, items=items, index=indexed.index
         )
     elif backend == "exact":
         first_views = unit_views(first_vectors)

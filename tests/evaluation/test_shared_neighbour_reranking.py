@@ -22,7 +22,12 @@ from metricbert_trainer.evaluation.candidate_lists import (
     unit_rows_of,
 )
 from metricbert_trainer.evaluation.hybrid import standardised_rows, with_tfidf
-from metricbert_trainer.evaluation.neighbours import is_unit_scaled, unit_view
+from metricbert_trainer.evaluation.neighbours import (
+    flat_storage,
+    index_storage_rows,
+    is_unit_scaled,
+    unit_view,
+)
 from metricbert_trainer.evaluation.scorers import TfidfScorer
 from metricbert_trainer.evaluation.shared_neighbours import (
     PROBE_TOLERANCE,
@@ -383,6 +388,34 @@ def test_the_prepared_parts_hold_one_unit_copy_of_the_vectors_which_nothing_copi
     stacked, slices = stacked_unit_views(encoder)
     assert stacked is encoder.stacked and all(np.shares_memory(view, stacked) for view in slices)
     assert np.array_equal(stacked, np.concatenate(list(encoder.values()), axis=1))
+
+
+def test_prepared_views_searched_through_an_hnsw_index_become_its_storage(wines_80, tiny_encoder):
+    """A FAISS search of the prepared parts (``evaluate``, ``recommend``) gives the encoder's unit
+    views the index: their views become column slices of its flat storage, their own matrix goes,
+    the floats stay, and a second search with the same settings reuses the index. The lists are
+    those of a search from views that were never prepared. IVF keeps no flat storage: the views
+    keep their matrix and get the index all the same."""
+    hybrid = with_tfidf(tiny_encoder, 0.3)
+    prepared = prepared_parts(hybrid, wines_80)
+    encoder = prepared[0][2]
+    matrix, kept = encoder.stacked, {name: view.copy() for name, view in encoder.items()}
+    search = {"backend": "faiss", "faiss_index": "HNSW8", "faiss_parameters": "efSearch=64"}
+    lists = candidate_neighbour_lists(hybrid, wines_80, 7, 30, prepared=prepared, **search)
+    storage = index_storage_rows(encoder.index, flat_storage(encoder.index))
+    assert encoder.index_settings == ("HNSW8", "efSearch=64") and not np.shares_memory(
+        encoder.stacked, matrix
+    )
+    assert all(np.shares_memory(view, storage) for view in [encoder.stacked, *encoder.values()])
+    assert all(np.array_equal(encoder[name], view) for name, view in kept.items())
+    index = encoder.index
+    again = candidate_neighbour_lists(hybrid, wines_80, 7, 30, prepared=prepared, **search)
+    assert encoder.index is index and np.array_equal(again, lists)
+    assert np.array_equal(candidate_neighbour_lists(hybrid, wines_80, 7, 30, **search), lists)
+    ivf = prepared_parts(hybrid, wines_80)[0][2]
+    matrix = ivf.stacked
+    assert candidate_lists.indexed_views(ivf, "IVF2,Flat", "nprobe=2") is ivf
+    assert ivf.stacked is matrix and ivf.index.nprobe == 2 and ivf.index.ntotal == len(wines_80)
 
 
 def test_only_float32_rows_of_length_one_or_zero_are_taken_as_scaled():
