@@ -27,6 +27,7 @@ from sklearn.preprocessing import normalize as normalize_rows
 from sklearn.utils.extmath import row_norms
 
 from metricbert_trainer.base.distances import Distance, cosine_to_distance
+from metricbert_trainer.base.huge_pages import collapse_into_huge_pages
 from metricbert_trainer.data.catalog import Catalog
 
 METRIC_INF = "metric_inf"
@@ -473,8 +474,11 @@ def flat_storage(index):
 def index_storage_rows(index, storage) -> np.ndarray:
     """The float32 ``[ntotal, d]`` rows that ``storage`` (``index``'s flat storage, or ``index``
     itself) holds, as an array over its memory rather than a copy; the array keeps ``index``, which
-    owns that memory, alive."""
-    return np.asarray(_IndexStorage(index, storage))
+    owns that memory, alive. The memory is collapsed into huge pages where Linux allows it
+    (``huge_pages``): the rows are read at random, by the re-scoring and by the index's search."""
+    rows = np.asarray(_IndexStorage(index, storage))
+    collapse_into_huge_pages(rows)
+    return rows
 
 
 class _IndexStorage:
