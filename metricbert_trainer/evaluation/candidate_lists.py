@@ -14,8 +14,8 @@ ones (tested).
 
 With the ``faiss`` backend the index is built once over the encoder's unit views, side by side in
 one matrix whose column slices serve the re-scoring too, and searched ``SEARCH_CHUNK`` items at a
-time, each chunk's candidates re-scored at once: no copy of the views beyond that matrix and the
-index's own, and no ``[N, candidates]`` array (``neighbours.top_k`` kept both when the lists were
+time, each chunk's candidates re-scored at once: no copy of the views beyond that matrix, which an
+HNSW index's own copy then replaces (``indexed_views``), and no ``[N, candidates]`` array (``neighbours.top_k`` kept both when the lists were
 first searched through it, and at a million items ran out of 24 GiB; docs/scale_out.md). Views made
 by ``indexed_unit_rows`` (training's teacher) are the index's own storage, so not even that matrix
 is held apart from it.

@@ -473,8 +473,8 @@ def flat_storage(index):
 
 def index_storage_rows(index, storage) -> np.ndarray:
     """The float32 ``[ntotal, d]`` rows that ``storage`` (``index``'s flat storage, or ``index``
-    itself) holds, as an array over its memory rather than a copy; the array keeps ``index``, which
-    owns that memory, alive. The memory is collapsed into huge pages where Linux allows it
+    itself) holds, as an array over its memory rather than a copy; the array keeps both alive (an
+    HNSW index owns its storage, a flat index beside an IVF one owns itself). The memory is collapsed into huge pages where Linux allows it
     (``huge_pages``): the rows are read at random, by the re-scoring and by the index's search."""
     rows = np.asarray(_IndexStorage(index, storage))
     collapse_into_huge_pages(rows)
@@ -487,7 +487,7 @@ class _IndexStorage:
     def __init__(self, index, storage) -> None:
         import faiss
 
-        self.index = index
+        self.owners = (index, storage)
         address = faiss.rev_swig_ptr(storage.get_xb(), 1).__array_interface__["data"][0]
         self.__array_interface__ = {
             "data": (address, False),

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import gc
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -180,6 +182,10 @@ def test_the_unit_index_is_the_scaled_views_index_and_holds_their_rows_once(fact
         assert own is None
     else:
         assert np.shares_memory(rows, neighbours.index_storage_rows(index, own))
+    del index, store, own  # the rows keep what owns their memory: the index, or the flat one beside IVF
+    gc.collect()
+    np.ones((120, 40), dtype=np.float32)  # memory freed under the rows would be reused here
+    np.testing.assert_array_equal(rows, matrix)
 
 
 def test_faiss_search_parameters_reach_the_index(small_blocks):
