@@ -15,10 +15,10 @@ ones (tested).
 With the ``faiss`` backend the index is built once over the encoder's unit views, side by side in
 one matrix whose column slices serve the re-scoring too, and searched ``SEARCH_CHUNK`` items at a
 time, each chunk's candidates re-scored at once: no copy of the views beyond that matrix, which an
-HNSW index's own copy then replaces (``indexed_views``), and no ``[N, candidates]`` array (``neighbours.top_k`` kept both when the lists were
-first searched through it, and at a million items ran out of 24 GiB; docs/scale_out.md). Views made
-by ``indexed_unit_rows`` (training's teacher) are the index's own storage, so not even that matrix
-is held apart from it.
+HNSW index's own copy then replaces (``indexed_views``), and no ``[N, candidates]`` array
+(``neighbours.top_k`` kept both when the lists were first searched through it, and at a million
+items ran out of 24 GiB; docs/scale_out.md). Views made by ``indexed_unit_rows`` (training's
+teacher) are the index's own storage, so not even that matrix is held apart from it.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from metricbert_trainer.base.distances import Distance
 from metricbert_trainer.data.catalog import Catalog
 from metricbert_trainer.evaluation.hybrid import FusedScorer, fused_ranker, standardised
 from metricbert_trainer.evaluation.neighbours import (
+    column_ranges,
     flat_storage,
     index_storage_rows,
     inner_product_index,
@@ -48,7 +49,8 @@ CHUNK = 128
 # Items whose candidates one FAISS search returns ([SEARCH_CHUNK, candidates + 1] ids and scores).
 SEARCH_CHUNK = 8192
 DEFAULT_SAMPLE = 2048
-# The FAISS index the candidates are searched in, and its search settings (``candidate_pools``).
+# The FAISS index the candidates are searched in, and its search settings: ``candidate_pools``'s
+# defaults, and those of the shared-neighbour re-ranking and the candidate recommendations.
 DEFAULT_FAISS_INDEX = "HNSW32"
 DEFAULT_FAISS_PARAMETERS = "efSearch=256"
 # Items whose unit rows ``indexed_unit_rows`` gathers and adds to the index at a time (192 MiB of
@@ -166,15 +168,21 @@ def indexed_views(vectors: dict, factory: str, parameters: str) -> UnitViews:
     )
     index = inner_product_index(unit.stacked, factory, parameters)
     storage = flat_storage(index)
-    if storage is not None:
-        stacked = index_storage_rows(index, storage)
-        edges = np.cumsum([0, *(np.shape(view)[1] for view in unit.values())])
-        unit.update(
-            (name, stacked[:, first:last])
-            for name, first, last in zip(unit, edges[:-1], edges[1:], strict=True)
-        )
-        unit.stacked = stacked
-    unit.index, unit.index_settings = index, (factory, parameters)
+    if storage is None:
+        unit.index, unit.index_settings = index, (factory, parameters)
+        return unit
+    widths = [np.shape(view)[1] for view in unit.values()]
+    return _held_by_index(unit, widths, index, storage, (factory, parameters))
+
+
+def _held_by_index(
+    unit: UnitViews, widths: Sequence[int], index, storage, settings: tuple[str, str]
+) -> UnitViews:
+    """``unit`` (its views of ``widths``, in order) pointed at column slices of the flat
+    ``storage`` of ``index``, built with ``settings``; the arrays it held before are let go."""
+    stacked = index_storage_rows(index, storage)
+    unit.update(zip(list(unit), (stacked[:, columns] for columns in column_ranges(widths)), strict=True))
+    unit.stacked, unit.index, unit.index_settings = stacked, index, settings
     return unit
 
 
@@ -237,10 +245,8 @@ def indexed_unit_rows(
         )
     if parameters:
         faiss.ParameterSpace().set_index_parameters(index, parameters)
-    stacked = index_storage_rows(index, storage)
-    unit = UnitViews(zip(rows, np.hsplit(stacked, len(rows)), strict=True))
-    unit.stacked, unit.index, unit.index_settings = stacked, index, (factory, parameters)
-    return unit
+    widths = [np.shape(source)[1]] * len(rows)
+    return _held_by_index(UnitViews.fromkeys(rows), widths, index, storage, (factory, parameters))
 
 
 def take_rows_into(source: np.ndarray, rows: np.ndarray, out: np.ndarray) -> None:
@@ -265,21 +271,17 @@ CAST_ROWS = 8192
 
 
 def faiss_candidate_pools(
-    stacked: np.ndarray,
+    indexed: UnitViews,
     candidates: int,
-    factory: str,
-    parameters: str,
     chunk: int = SEARCH_CHUNK,
     items: np.ndarray | None = None,
-    index=None,
 ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     """``(rows, [len(rows), candidates])`` for every ``chunk`` of ``items`` (every item by
-    default): each item's ``candidates`` nearest other items by the summed cosine of its
-    ``stacked`` unit views, from one FAISS index of every item built by ``factory`` and searched
-    with ``parameters`` (or ``index``, one already built so of ``stacked``); the index's order, the
-    item itself left out (the last one found when the search missed the item itself)."""
-    if index is None:
-        index = inner_product_index(stacked, factory, parameters)
+    default): each item's ``candidates`` nearest other items by the summed cosine of its unit
+    views, from the FAISS index of every item that ``indexed`` holds (``indexed_views``); the
+    index's order, the item itself left out (the last one found when the search missed the item
+    itself)."""
+    stacked, index, (factory, _) = indexed.stacked, indexed.index, indexed.index_settings
     items = np.arange(len(stacked)) if items is None else np.asarray(items)
     for start in range(0, len(items), chunk):
         rows = items[start : start + chunk]
@@ -407,9 +409,7 @@ def candidate_pools(
         # the candidates anyway, so the index is asked for exactly as many as are kept.
         indexed = indexed_views(first_vectors, faiss_index, faiss_parameters)
         first_views = list(indexed.values())
-        pools = faiss_candidate_pools(
-            indexed.stacked, candidates, faiss_index, faiss_parameters, items=items, index=indexed.index
-        )
+        pools = faiss_candidate_pools(indexed, candidates, items=items)
     elif backend == "exact":
         first_views = unit_views(first_vectors)
         # Every pair under the first part's distance (neighbours.top_k), all the items as one pool.

@@ -31,6 +31,8 @@ from metricbert_trainer.base.distances import Distance
 from metricbert_trainer.data.catalog import Catalog
 from metricbert_trainer.evaluation.candidate_lists import (
     CHUNK,
+    DEFAULT_FAISS_INDEX,
+    DEFAULT_FAISS_PARAMETERS,
     DEFAULT_SAMPLE,
     PartViews,
     PreparedPart,
@@ -66,8 +68,8 @@ def candidate_nearest_chunks(
     seed: int = 0,
     chunk: int = CHUNK,
     backend: str = "faiss",
-    faiss_index: str = "HNSW32",
-    faiss_parameters: str = "efSearch=256",
+    faiss_index: str = DEFAULT_FAISS_INDEX,
+    faiss_parameters: str = DEFAULT_FAISS_PARAMETERS,
     items: np.ndarray | None = None,
 ) -> Iterator[tuple[np.ndarray, TopK]]:
     """``(rows, TopK)`` for every item of ``items`` (the whole catalog by default), ``chunk`` items

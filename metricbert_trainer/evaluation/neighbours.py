@@ -378,9 +378,7 @@ def _faiss_top_k(
     candidates = min(candidates or (k if exact_order else 4 * k), _num_items(views) - 1)
     if candidates < k:
         raise ValueError(f"faiss_candidates ({candidates}) must be at least k ({k}).")
-    index, store = unit_index(views, factory, parameters)
-    stored = index_storage_rows(index, store)
-    edges = np.cumsum([0, *(view.shape[1] for view in views)])
+    index, store, stored = unit_index(views, factory, parameters)
 
     indices = np.empty((len(queries), k), dtype=np.int64)
     distances = np.empty((len(queries), k), dtype=np.float32)
@@ -394,10 +392,10 @@ def _faiss_top_k(
             total = _summed_cosine_to_distance(torch.from_numpy(scores), distance, len(views))
         else:
             total = torch.zeros(labels.shape, dtype=torch.float32)
-            for first, last in zip(edges[:-1], edges[1:], strict=True):
+            for columns in column_ranges([view.shape[1] for view in views]):
                 # The other views' columns zeroed: the inner product is this view's cosine.
                 one_view = np.zeros_like(searched)
-                one_view[:, first:last] = searched[:, first:last]
+                one_view[:, columns] = searched[:, columns]
                 cosine = _candidate_cosines(store, one_view, labels)
                 total += cosine_to_distance(torch.from_numpy(cosine), distance)
         total[torch.from_numpy((found < 0) | (found == rows[:, None]))] = float("inf")
@@ -418,6 +416,14 @@ def inner_product_index(matrix: np.ndarray, factory: str, parameters: str = ""):
     import faiss
 
     index = faiss.index_factory(matrix.shape[1], factory, faiss.METRIC_INNER_PRODUCT)
+    return _filled(index, matrix, parameters)
+
+
+def _filled(index, matrix: np.ndarray, parameters: str):
+    """``index`` trained on (when it needs it) and filled with the rows of ``matrix``, searched
+    with ``parameters``."""
+    import faiss
+
     if not index.is_trained:
         index.train(matrix)
     index.add(matrix)
@@ -427,27 +433,25 @@ def inner_product_index(matrix: np.ndarray, factory: str, parameters: str = ""):
 
 
 def unit_index(views: Sequence[np.ndarray], factory: str, parameters: str = "") -> tuple:
-    """``(index, store)``: ``inner_product_index`` of the ``views`` scaled to unit length side by
-    side, and a flat index holding those rows in item order: the index's own storage when it has
-    one (``Flat``, ``HNSW``: ``flat_storage``), else a ``faiss.IndexFlatIP`` the index is built
-    from. Either way the scaled rows are held once beside the index's own copy at most, where
-    building from a matrix of them kept that matrix too. Rows are scaled as ``_scaled`` scales
-    them, so the index is the one the scaled views' matrix gave, bit for bit."""
+    """``(index, store, rows)``: ``inner_product_index`` of the ``views`` scaled to unit length
+    side by side, a flat index holding those rows in item order, and the rows it holds
+    (``index_storage_rows``). The store is the index's own storage when it has one (``Flat``,
+    ``HNSW``: ``flat_storage``), else a ``faiss.IndexFlatIP`` the index is built from. Either way
+    the scaled rows are held once beside the index's own copy at most, where building from a matrix
+    of them kept that matrix too. Rows are scaled as ``_scaled`` scales them, so the index is the
+    one the scaled views' matrix gave, bit for bit."""
     import faiss
 
     stacked = _unit_side_by_side(views)
     index = faiss.index_factory(stacked.shape[1], factory, faiss.METRIC_INNER_PRODUCT)
     store = flat_storage(index)
-    if store is None:
-        store = faiss.IndexFlatIP(stacked.shape[1])
-        store.add(stacked)
-        stacked = index_storage_rows(store, store)  # the matrix goes; the index reads the store
-    if not index.is_trained:
-        index.train(stacked)
-    index.add(stacked)
-    if parameters:
-        faiss.ParameterSpace().set_index_parameters(index, parameters)
-    return index, store
+    if store is not None:
+        _filled(index, stacked, parameters)
+        return index, store, index_storage_rows(index, store)
+    store = inner_product_index(stacked, "Flat")
+    rows = index_storage_rows(store, store)  # the matrix goes; the index reads the store
+    del stacked
+    return _filled(index, rows, parameters), store, rows
 
 
 def _unit_side_by_side(views: Sequence[np.ndarray]) -> np.ndarray:
@@ -474,8 +478,9 @@ def flat_storage(index):
 def index_storage_rows(index, storage) -> np.ndarray:
     """The float32 ``[ntotal, d]`` rows that ``storage`` (``index``'s flat storage, or ``index``
     itself) holds, as an array over its memory rather than a copy; the array keeps both alive (an
-    HNSW index owns its storage, a flat index beside an IVF one owns itself). The memory is collapsed into huge pages where Linux allows it
-    (``huge_pages``): the rows are read at random, by the re-scoring and by the index's search."""
+    HNSW index owns its storage, a flat index beside an IVF one owns itself). The memory is
+    collapsed into huge pages where Linux allows it (``huge_pages``): the rows are read at random,
+    by the re-scoring and by the index's search."""
     rows = np.asarray(_IndexStorage(index, storage))
     collapse_into_huge_pages(rows)
     return rows
@@ -500,8 +505,13 @@ class _IndexStorage:
 def stacked_columns(count: int, widths: Sequence[int]) -> tuple[np.ndarray, list[np.ndarray]]:
     """An uninitialised float32 ``[count, sum(widths)]`` matrix, and its column slices of ``widths``."""
     stacked = np.empty((count, sum(widths)), dtype=np.float32)
+    return stacked, [stacked[:, columns] for columns in column_ranges(widths)]
+
+
+def column_ranges(widths: Sequence[int]) -> list[slice]:
+    """The column ranges of views of ``widths`` side by side in one matrix, left to right."""
     edges = np.cumsum([0, *widths])
-    return stacked, [stacked[:, start:stop] for start, stop in zip(edges[:-1], edges[1:], strict=True)]
+    return [slice(start, stop) for start, stop in zip(edges[:-1], edges[1:], strict=True)]
 
 
 def _candidate_cosines(flat, queries: np.ndarray, labels: np.ndarray) -> np.ndarray:

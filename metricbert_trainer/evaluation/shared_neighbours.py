@@ -36,6 +36,8 @@ from scipy import sparse
 
 from metricbert_trainer.data.catalog import Catalog
 from metricbert_trainer.evaluation.candidate_lists import (
+    DEFAULT_FAISS_INDEX,
+    DEFAULT_FAISS_PARAMETERS,
     PreparedPart,
     candidate_neighbour_lists,
     prepared_parts,
@@ -253,8 +255,8 @@ class SharedNeighbourScorer(Scorer):
     lists_cache: str | Path | None = None
     candidates: int = 0
     candidate_backend: str = "exact"
-    faiss_index: str = "HNSW32"
-    faiss_parameters: str = "efSearch=256"
+    faiss_index: str = DEFAULT_FAISS_INDEX
+    faiss_parameters: str = DEFAULT_FAISS_PARAMETERS
 
     def __post_init__(self) -> None:
         if self.neighbours < 1:

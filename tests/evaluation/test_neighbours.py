@@ -171,8 +171,8 @@ def test_the_unit_index_is_the_scaled_views_index_and_holds_their_rows_once(fact
     raw["view1"] /= np.linalg.norm(raw["view1"], axis=1, keepdims=True)  # a view scaled already
     views = list(raw.values())
     matrix = np.hstack([np.asarray(view) for view in neighbours._scaled(views, neighbours.Distance.ANGULAR)])
-    index, store = neighbours.unit_index(views, factory, parameters)
-    rows = neighbours.index_storage_rows(index, store)
+    index, store, rows = neighbours.unit_index(views, factory, parameters)
+    assert np.shares_memory(rows, neighbours.index_storage_rows(index, store))
     np.testing.assert_array_equal(rows, matrix)
     expected = neighbours.inner_product_index(matrix, factory, parameters).search(matrix[:30], 12)
     for found, wanted in zip(index.search(rows[:30], 12), expected, strict=True):

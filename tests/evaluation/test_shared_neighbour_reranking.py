@@ -247,7 +247,7 @@ def test_faiss_candidate_pools_leave_each_item_out_across_chunks():
     summed_cosine = stacked @ stacked.T
     np.fill_diagonal(summed_cosine, -np.inf)
     seen = []
-    for rows, pool in faiss_candidate_pools(stacked, 10, "Flat", "", chunk=7):
+    for rows, pool in faiss_candidate_pools(candidate_lists.indexed_views(views, "Flat", ""), 10, chunk=7):
         assert pool.shape == (len(rows), 10) and not (pool == rows[:, None]).any()
         expected = np.argsort(-summed_cosine[rows], axis=1, kind="stable")[:, :10]
         assert all(set(a) == set(b) for a, b in zip(pool, expected, strict=True))
