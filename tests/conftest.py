@@ -94,6 +94,20 @@ def transformers_caplog(caplog):
 
 
 @contextlib.contextmanager
+def benchmark_module(name: str):
+    """The module ``benchmarks/<name>.py``, imported with its folder on ``sys.path`` (the
+    benchmarks are scripts that import each other by their plain names) for the block."""
+    import importlib
+
+    folder = str(REPO_ROOT / "benchmarks")
+    sys.path.insert(0, folder)
+    try:
+        yield importlib.import_module(name)
+    finally:
+        sys.path.remove(folder)
+
+
+@contextlib.contextmanager
 def intra_op_threads(count: int):
     """torch's intra-op thread count set to ``count`` inside the block and restored after it."""
     import torch

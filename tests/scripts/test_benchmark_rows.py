@@ -5,10 +5,8 @@ an option's rules change (a setting that needs another), a row can stop parsing 
 dies at that row, after its earlier rows have spent their time (on a GPU lease, its minutes).
 """
 
-import sys
-
 import pytest
-from conftest import REPO_ROOT
+from conftest import REPO_ROOT, benchmark_module
 
 from metricbert_trainer.metricbert.config import MetricBertConfig
 from metricbert_trainer.scripts.arguments import DataArguments, ModelArguments, parse_recipe_args
@@ -16,13 +14,8 @@ from metricbert_trainer.scripts.arguments import DataArguments, ModelArguments, 
 
 @pytest.fixture(scope="module")
 def versus():
-    sys.path.insert(0, str(REPO_ROOT / "benchmarks"))
-    try:
-        import versus_sentence_transformers
-
-        yield versus_sentence_transformers
-    finally:
-        sys.path.remove(str(REPO_ROOT / "benchmarks"))
+    with benchmark_module("versus_sentence_transformers") as module:
+        yield module
 
 
 def test_every_row_of_the_versus_benchmark_parses_as_it_is_run(versus, tmp_path, monkeypatch):
