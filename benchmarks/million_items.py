@@ -5,6 +5,7 @@
     python benchmarks/million_items.py cache --texts 300000
     python benchmarks/million_items.py search --items 130000 --queries 2000
     python benchmarks/million_items.py search --items 1000000 --queries 1000 --indexes exact IVF1024,Flat
+    python benchmarks/million_items.py exact-chunks --items 100000 1000000
     python benchmarks/million_items.py epoch --max-lengths 64 128 256
     python benchmarks/million_items.py tfidf --items 1000000
     python benchmarks/million_items.py lengths --texts 500000 2000000
@@ -46,6 +47,13 @@ of clustered vectors (items drawn around ``items / 50`` centres, each view with 
 random vectors without structure are the worst case of every approximate index). Recall@100 is
 the share of the exact list an index finds; each row is its own process (its peak RSS is its own)
 and its time includes building the index.
+
+``exact-chunks``: listing every item's neighbours exactly (``recommend --all --candidates 0``)
+calls the scorer's search a chunk of items at a time (``recommendations.chunk_size``: 33 items a
+chunk at a million). Each chunk searched by ``neighbours.top_k``, which checks and scales the
+catalog's views at every call, beside ``neighbours.exact_searcher``, which does that once: the
+median chunk each way over ``--chunks`` chunks (alternating), the one-time preparation, and the
+whole listing projected from them. Synthetic clustered views (as ``search``), top 100.
 
 ``epoch``: what one epoch costs as a function of catalog size and text length. The catalog
 recipe (``recipes/catalog/minilm.yaml``: batch 32, 4 length groups, MLM, guard, filter) on the
@@ -335,6 +343,43 @@ def search(source: str, items: int, queries: int, index: str, parameters: str) -
     seconds = time.perf_counter() - started
     np.save(OUTPUTS / f"found-{source}-{total}-{index.replace(',', '_')}-{parameters}.npy", found.indices)
     return {"seconds": seconds, "search_gib": peak_rss_gib() - data_gib, "data_gib": data_gib, "items": total}
+
+
+def run_exact_chunks(arguments: argparse.Namespace) -> None:
+    from metricbert_trainer.evaluation.neighbours import exact_searcher, top_k
+    from metricbert_trainer.evaluation.recommendations import chunk_size
+
+    print(
+        "| items | items a chunk | chunks timed | preparing once, s | a chunk through top_k, s | "
+        "a chunk through the prepared search, s | ratio | whole listing projected, h: top_k -> prepared |\n"
+        "|---:|---:|---:|---:|---:|---:|---:|---|"
+    )
+    for items in arguments.items:
+        vectors = clustered_views(items, 384)
+        chunk = chunk_size(items)
+        started = time.perf_counter()
+        search = exact_searcher(vectors, "angular", 100)
+        preparing = time.perf_counter() - started
+        each_call, prepared = [], []
+        for number in range(arguments.chunks):
+            queries = np.arange(number * chunk, (number + 1) * chunk) % items
+            started = time.perf_counter()
+            found = top_k(vectors, "angular", 100, queries=queries)
+            each_call.append(time.perf_counter() - started)
+            started = time.perf_counter()
+            again = search(queries)
+            prepared.append(time.perf_counter() - started)
+            assert np.array_equal(found.indices, again.indices) and np.array_equal(
+                found.distances, again.distances
+            )
+        chunks = -(-items // chunk)
+        before, after = statistics.median(each_call), statistics.median(prepared)
+        print(
+            f"| {items:,} | {chunk:,} | {arguments.chunks} | {preparing:.2f} | {before:.3f} | {after:.3f} | "
+            f"{before / after:.2f} | {chunks * before / 3600:.2f} -> {(preparing + chunks * after) / 3600:.2f} |",
+            flush=True,
+        )
+        del vectors, search
 
 
 def run_search(arguments: argparse.Namespace) -> None:
@@ -1178,6 +1223,12 @@ def main() -> None:
     search_parser.add_argument("--nprobe", nargs="+", type=int, default=[8, 32])
     search_parser.add_argument("--ef-search", nargs="+", type=int, default=[128, 512])
     search_parser.set_defaults(run=run_search)
+    exact_chunks = commands.add_parser(
+        "exact-chunks", help="Exact listing's chunks: the views prepared at every call against once."
+    )
+    exact_chunks.add_argument("--items", nargs="+", type=int, default=[100_000, 1_000_000])
+    exact_chunks.add_argument("--chunks", type=int, default=7)
+    exact_chunks.set_defaults(run=run_exact_chunks)
     epoch = commands.add_parser("epoch", help="Step and guide-cache time per item at each max_length.")
     epoch.add_argument("--max-lengths", nargs="+", type=int, default=[64, 128, 256])
     epoch.add_argument("--steps", type=int, default=6)

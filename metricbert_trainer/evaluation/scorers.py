@@ -38,9 +38,10 @@ from metricbert_trainer.evaluation.neighbours import (
     Matrix,
     TopK,
     catalog_views,
+    distance_ranker,
     distance_rows,
+    exact_searcher,
     nearest_in_rows,
-    top_k,
 )
 from metricbert_trainer.evaluation.tfidf_cache import cached_tfidf
 
@@ -100,11 +101,10 @@ class VectorScorer(Scorer):
 
     def ranker(self, vectors: dict[str, Matrix]) -> Callable[[Sequence[int]], np.ndarray]:
         """``row_ranker`` from vectors already computed (``item_vectors``)."""
-        return lambda rows: distance_rows(vectors, self.distance, rows)
+        return distance_ranker(vectors, self.distance)
 
     def nearest_ranker(self, catalog: Catalog, k: int) -> Callable[[Sequence[int]], TopK]:
-        vectors = self.item_vectors(catalog)
-        return lambda queries: top_k(vectors, self.distance, k, queries=queries)
+        return exact_searcher(self.item_vectors(catalog), self.distance, k)
 
 
 @dataclass

@@ -11,7 +11,9 @@ from metricbert_trainer.data.catalog import load_catalog
 from metricbert_trainer.evaluation import neighbours
 from metricbert_trainer.evaluation.neighbours import (
     catalog_views,
+    distance_ranker,
     distance_rows,
+    exact_searcher,
     mode_label,
     nearest_in_rows,
     top_k,
@@ -96,6 +98,35 @@ def test_queries_k_cap_and_distance_rows(small_blocks):
     )
     rows[[0, 1], [4, 0]] = expected[[0, 1], [4, 0]] = 0.0  # an item's own distance is clamped to ~1e-3, not 0
     np.testing.assert_allclose(rows, expected, atol=2e-5)
+
+
+@pytest.mark.parametrize("distance", ["angular", "euclidean"])
+def test_prepared_searches_answer_every_call_as_one_call_does_with_the_views_prepared_once(
+    small_blocks, distance
+):
+    vectors = random_views(num_items=60)
+    search, ranked = exact_searcher(vectors, distance, k=8), distance_ranker(vectors, distance)
+    chunks = [[5, 0, 59], list(range(10, 30)), []]
+    for chunk in chunks:
+        once, each = search(chunk), top_k(vectors, distance, k=8, queries=chunk)
+        np.testing.assert_array_equal(once.indices, each.indices)
+        np.testing.assert_array_equal(once.distances, each.distances)
+        np.testing.assert_array_equal(ranked(chunk), distance_rows(vectors, distance, chunk))
+    np.testing.assert_array_equal(search(None).indices, top_k(vectors, distance, k=8).indices)
+    with pytest.raises(ValueError, match="item indices"):
+        search([60])
+
+
+def test_a_prepared_search_scales_raw_views_once_when_it_is_made(small_blocks):
+    vectors = random_views(num_items=60)
+    search, ranked = exact_searcher(vectors, "angular", k=8), distance_ranker(vectors, "angular")
+    before = search([1, 2]), ranked([1, 2])
+    # What the caller's raw arrays become afterwards (here NaN, which a call that checked and
+    # scaled them would refuse) does not reach the unit copies made once.
+    for matrix in vectors.values():
+        matrix[:] = np.nan
+    np.testing.assert_array_equal(search([1, 2]).indices, before[0].indices)
+    np.testing.assert_array_equal(ranked([1, 2]), before[1])
 
 
 def test_sparse_views_rank_like_their_dense_copies(small_blocks):
