@@ -40,6 +40,25 @@ def _config(tmp_path, **overrides):
     return MetricBertConfig(**values)
 
 
+def _trained(tmp_path, model_path, tokenizer, items, **overrides):
+    """A run of ``_config(tmp_path, **overrides)`` on ``items`` from the model at ``model_path``, trained."""
+    trainer = MetricBertTrainer(
+        load_masked_lm(model_path),
+        _config(tmp_path, **overrides),
+        train_dataset=items,
+        processing_class=tokenizer,
+    )
+    trainer.train()
+    return trainer
+
+
+def _differing_weights(first, second) -> list[str]:
+    """The parameters whose values differ between two trained models, by name."""
+    weights = [dict(trainer.model.named_parameters()) for trainer in (first, second)]
+    assert weights[0].keys() == weights[1].keys()
+    return [name for name in weights[0] if not torch.equal(weights[0][name], weights[1][name])]
+
+
 def _loss_history(trainer, name):
     return [entry[name] for entry in trainer.state.log_history if name in entry]
 
@@ -387,11 +406,13 @@ def test_two_runs_of_one_seed_end_with_the_same_weights_bit_for_bit(
     """Same seed, same weights, on two threads too: a gradient summed in thread order would differ
     in its last bits, and Adam makes a near-zero gradient's noise a full step (the shared word
     embedding lookup once indexed its rows, whose CPU backward has no fixed order)."""
-    weights = []
     with intra_op_threads(2):
-        for run in range(2):
-            args = _config(
+        runs = [
+            _trained(
                 tmp_path / str(run),
+                tiny_model_path,
+                tokenizer,
+                wine_items,
                 max_steps=4,
                 mlm_weight=1.0,
                 mlm_probability=0.15,
@@ -399,15 +420,38 @@ def test_two_runs_of_one_seed_end_with_the_same_weights_bit_for_bit(
                 distill_weight=1.0,
                 length_groups=groups,
             )
-            trainer = MetricBertTrainer(
-                load_masked_lm(tiny_model_path), args, train_dataset=wine_items, processing_class=tokenizer
-            )
-            trainer.train()
-            weights.append(
-                {name: parameter.detach().clone() for name, parameter in trainer.model.named_parameters()}
-            )
-    assert weights[0].keys() == weights[1].keys()
-    assert [name for name in weights[0] if not torch.equal(weights[0][name], weights[1][name])] == []
+            for run in range(2)
+        ]
+    assert _differing_weights(*runs) == []
+
+
+def test_worker_processes_collate_the_batches_a_run_without_them_trains_on(
+    tmp_path, tiny_model_path, tokenizer, wine_items
+):
+    """On a GPU the batches are better collated in worker processes (``dataloader_num_workers``),
+    off the host thread that launches the step. They must be the same batches: masks drawn from
+    each batch's texts, not from a random state that each worker holds a copy of, and the
+    neighbourhoods' sampler read by the main process over two epochs."""
+    runs = [
+        _trained(
+            tmp_path / str(workers),
+            tiny_model_path,
+            tokenizer,
+            wine_items,
+            num_train_epochs=2,
+            mlm_weight=1.0,
+            mlm_probability=0.15,
+            distill_weight=1.0,
+            batch_neighbourhood_size=4,
+            teacher_weight=1.0,
+            teacher_shared_neighbours=5,
+            dataloader_num_workers=workers,
+        )
+        for workers in (0, 2)
+    ]
+    losses = [_loss_history(trainer, "loss") for trainer in runs]
+    assert len(losses[0]) == 8 and losses[0] == losses[1]
+    assert _differing_weights(*runs) == []
 
 
 def test_the_guide_cache_trains_like_the_guides_forward(tmp_path, tiny_model_path, tokenizer, wine_items):
