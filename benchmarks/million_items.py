@@ -97,7 +97,8 @@ the rows time what a catalog's size costs besides the encoding.
 option), then grouped greedily each epoch. Timed on clustered synthetic vectors of MiniLM's width
 at each ``--items``; each row also gives the share of the exact lists an index finds and the
 groups' cohesion (the mean cosine between two items of a group; random groups in brackets), which
-is what the batches need; the last column projects the exact lists' time to a million items by ``N^2``.
+is what the batches need, the process's peak RSS (the vectors' generator included) and the lists'
+own peak above the vectors; the last column projects the exact lists' time to a million items by ``N^2``.
 
 ``shared-neighbours``: the recipes' teacher with shared neighbours (``teacher_shared_neighbours``
 of ``recipes/catalog/minilm.yaml``) lists each item's nearest items under the teacher's fused
@@ -653,11 +654,15 @@ def neighbourhood_row(items: int, size: int, index: str, parameters: str) -> dic
     views = clustered_views(items, 384)
     vectors = item_vectors([torch.from_numpy(views["title"]), torch.from_numpy(views["description"])])
     del views
+    generator_gib = peak_rss_gib()
+    reset_peak_rss()  # the generator's own peak is not the lists'
+    data_gib = current_rss_gib()
     started = time.perf_counter()
     neighbours = nearest_neighbours(
         vectors, candidates_per_item(size), index=index, search_parameters=parameters
     )
     lists = time.perf_counter() - started
+    lists_gib = peak_rss_gib() - data_gib
     started = time.perf_counter()
     groups = neighbourhood_groups(neighbours, size, torch.Generator().manual_seed(0))
     grouping = time.perf_counter() - started
@@ -671,7 +676,8 @@ def neighbourhood_row(items: int, size: int, index: str, parameters: str) -> dic
         "random_cohesion": group_cohesion(
             vectors, random_groups[: items // size * size].view(-1, size).tolist()
         ),
-        "peak_gib": peak_rss_gib(),
+        "peak_gib": max(generator_gib, peak_rss_gib()),
+        "lists_gib": lists_gib,
     }
 
 
@@ -706,8 +712,8 @@ def run_neighbourhoods(arguments: argparse.Namespace) -> None:
     print(
         f"| items | lists | nearest {candidates_per_item(size)} of each item (s) | share of the exact lists | "
         f"mean cosine in a group of {size} (random groups) | one epoch's groups (s) | peak RSS GiB | "
-        "lists at 1M items, by N^2 (h) |\n"
-        "|---:|---|---:|---:|---:|---:|---:|---:|"
+        "the lists' peak above the vectors, GiB | lists at 1M items, by N^2 (h) |\n"
+        "|---:|---|---:|---:|---:|---:|---:|---:|---:|"
     )
     for items in arguments.items:
         for index in arguments.indexes:
@@ -722,6 +728,7 @@ def run_neighbourhoods(arguments: argparse.Namespace) -> None:
                 f"| {items:,} | {label} | {result['lists']:.1f} | "
                 f"{'-' if overlap is None else f'{overlap:.3f}'} | {result['cohesion']:.3f} "
                 f"({result['random_cohesion']:.3f}) | {result['groups']:.2f} | {result['peak_gib']:.2f} | "
+                f"{result['lists_gib']:.2f} | "
                 f"{'-' if projected is None else f'{projected:.1f}'} |",
                 flush=True,
             )

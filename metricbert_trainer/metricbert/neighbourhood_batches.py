@@ -35,6 +35,8 @@ from metricbert_trainer.evaluation.neighbours import stacked_columns
 CHUNK = 1024
 # ``neighbourhood_index`` value that compares every item with every other.
 EXACT = "exact"
+# Items whose vectors an approximate index is asked about at a time (192 MiB of two MiniLM fields).
+QUERY_ROWS = 65536
 
 
 def candidates_per_item(neighbourhood_size: int) -> int:
@@ -110,18 +112,24 @@ def indexed_neighbours(
     """``nearest_neighbours`` of ``rows`` through an approximate FAISS index: the index is trained
     and filled with every item, then asked for one more neighbour than needed, since an item usually
     finds itself. A slot the index leaves empty (``-1``) holds the item itself, which a group skips as
-    already taken."""
+    already taken. The queries are gathered and searched ``QUERY_ROWS`` items at a time: gathered at
+    once they were a copy of every item's vector beside the matrix and the index's own copy."""
     from metricbert_trainer.evaluation.neighbours import inner_product_index
 
     matrix = np.ascontiguousarray(vectors.float().numpy())
     kept = min(candidates, len(matrix) - 1)
-    items = rows.numpy()[:, None]
-    _, found = inner_product_index(matrix, factory, search_parameters).search(matrix[items[:, 0]], kept + 1)
-    found = np.where(found < 0, items, found)
-    # Drop each item from its own list; where the index did not return it, drop the farthest.
-    own = found == items
-    own[~own.any(axis=1), -1] = True
-    return torch.from_numpy(found[~own].reshape(len(items), kept))
+    index = inner_product_index(matrix, factory, search_parameters)
+    queries = rows.numpy()
+    lists = np.empty((len(queries), kept), dtype=np.int64)
+    for start in range(0, len(queries), QUERY_ROWS):
+        items = queries[start : start + QUERY_ROWS, None]
+        _, found = index.search(matrix[items[:, 0]], kept + 1)
+        found = np.where(found < 0, items, found)
+        # Drop each item from its own list; where the index did not return it, drop the farthest.
+        own = found == items
+        own[~own.any(axis=1), -1] = True
+        lists[start : start + len(items)] = found[~own].reshape(len(items), kept)
+    return torch.from_numpy(lists)
 
 
 def neighbourhood_groups(

@@ -9,6 +9,7 @@ from conftest import tiny_metricbert_trainer
 
 from metricbert_trainer.data.catalog import load_catalog
 from metricbert_trainer.data.token_rows import TokenRows
+from metricbert_trainer.metricbert import neighbourhood_batches
 from metricbert_trainer.metricbert.config import MetricBertConfig
 from metricbert_trainer.metricbert.neighbourhood_batches import (
     NeighbourhoodSampler,
@@ -83,6 +84,18 @@ def test_an_exhaustively_searched_faiss_index_lists_the_exact_neighbours():
     assert ((approximate >= 0) & (approximate < 400)).all()
     overlap = sum(len(set(a) & set(b)) for a, b in zip(approximate.tolist(), exact.tolist(), strict=True))
     assert 0.2 < overlap / exact.numel() < 1
+
+
+def test_an_index_asked_a_few_items_at_a_time_lists_what_it_lists_asked_all_at_once(monkeypatch):
+    vectors = torch.nn.functional.normalize(
+        torch.randn(400, 16, generator=torch.Generator().manual_seed(2)), dim=1
+    )
+    share = torch.tensor([399, 5, 200, 0, 17, 42, 3, 250])
+    settings = {"index": "IVF8,Flat", "search_parameters": "nprobe=1"}  # approximate: misses differ by query
+    at_once = [nearest_neighbours(vectors, 12, **settings, rows=rows) for rows in (None, share)]
+    monkeypatch.setattr(neighbourhood_batches, "QUERY_ROWS", 3)
+    for rows, expected in zip((None, share), at_once, strict=True):
+        assert torch.equal(nearest_neighbours(vectors, 12, **settings, rows=rows), expected)
 
 
 def test_an_index_faiss_cannot_build_is_refused_before_training(tmp_path):
