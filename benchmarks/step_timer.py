@@ -44,9 +44,9 @@ class StepProfiler(TrainerCallback):
     The count is also given without the gradient clipping and the optimizer's step: on a CPU their
     multi-tensor operators fall back to a loop over the model's parameter tensors (about 1,300
     operators a step for MiniLM, the same for every trainer), where a GPU runs a few fused
-    kernels, so a CPU's count without them is the one that predicts a host-bound GPU step. Python
-    frames are recorded (``with_stack``) to tell those operators apart, which slows the profiled
-    steps; their wall time is for the device-busy ratio, not for the benchmarks' rates."""
+    kernels, so a CPU's count without them is the one that predicts a host-bound GPU step. To tell
+    those operators apart a CPU's profile records Python frames (``with_stack``), which slows its
+    host; a GPU's does not, so that its wall time and device-busy share stay those of plain steps."""
 
     def __init__(self, path: str, first: int, count: int = 3) -> None:
         self.path, self.first, self.count = path, first, count
@@ -59,7 +59,9 @@ class StepProfiler(TrainerCallback):
             if torch.cuda.is_available():
                 activities.append(torch.profiler.ProfilerActivity.CUDA)
             _synchronise()
-            self._profiler = torch.profiler.profile(activities=activities, with_stack=True)
+            self._profiler = torch.profiler.profile(
+                activities=activities, with_stack=not torch.cuda.is_available()
+            )
             self._profiler.__enter__()
             self._started = time.perf_counter()
 
@@ -78,7 +80,11 @@ class StepProfiler(TrainerCallback):
         )
         # Operators dispatched on the host (nested ones included): what a host-bound GPU step pays for.
         operators = sum(event.count for event in averages if event.key.startswith("aten::"))
-        updating = update_operator_calls(events)
+        without_update = (
+            f"{(operators - update_operator_calls(events)) / self.count:.0f} without the gradient clipping and optimizer step"
+            if not torch.cuda.is_available()
+            else "the update's among them (fused kernels on a GPU)"
+        )
         # The kernels themselves (an operator's row repeats its kernels' time, as the table's total skips it).
         device_busy = (
             sum(
@@ -92,7 +98,7 @@ class StepProfiler(TrainerCallback):
             handle.write(
                 f"{self.count} steps: wall {wall:.3f} s, device kernels {device_busy:.3f} s "
                 f"({100 * device_busy / wall:.0f}% busy), {operators / self.count:.0f} ATen operator calls a step, "
-                f"{(operators - updating) / self.count:.0f} without the gradient clipping and optimizer step\n\n"
+                f"{without_update}\n\n"
             )
             for key in ("self_device_time_total", "self_cpu_time_total", "count"):
                 handle.write(
