@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -132,6 +133,7 @@ def plot_catalog_before_after(
     two encodings take minutes, which ``show_progress`` draws as bars."""
     from metricbert_trainer.evaluation.encoding import encode_catalog
 
+    started = time.perf_counter()
     rows = np.sort(np.random.default_rng(seed).permutation(len(catalog))[:max_items])
     sample = dataclasses.replace(catalog, dataset=catalog.dataset.select(rows), fields=catalog.fields[:2])
     projections = {}
@@ -139,4 +141,11 @@ def plot_catalog_before_after(
         logger.info("Encoding %d items %s for the projection plot.", len(rows), title)
         vectors = encode_catalog(model, tokenizer, sample, max_length=max_length, show_progress=show_progress)
         projections[title] = item_vectors_for_plot(vectors)
-    return plot_embedding_projection(projections, [labels[i] for i in rows], path, column=column)
+    written = plot_embedding_projection(projections, [labels[i] for i in rows], path, column=column)
+    logger.info(
+        "Projection plot of %d items written to %s in %.1f s.",
+        len(rows),
+        written,
+        time.perf_counter() - started,
+    )
+    return written

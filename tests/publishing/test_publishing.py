@@ -328,6 +328,11 @@ def test_plot_command_draws_a_checkpoint(published, tmp_path, capsys, caplog):
     messages = [record.getMessage() for record in caplog.records]
     for when in ("before", "after"):
         assert f"Encoding 300 items {when} training for the projection plot." in messages
+    # ... and the end of the phase, with the file it wrote.
+    assert any(
+        message.startswith(f"Projection plot of 300 items written to {tmp_path / 'embeddings_pca.png'} in ")
+        for message in messages
+    )
     assert "Encoding: 100%" in capsys.readouterr().err
 
 
