@@ -99,6 +99,9 @@ at each ``--items``; each row also gives the share of the exact lists an index f
 groups' cohesion (the mean cosine between two items of a group; random groups in brackets), which
 is what the batches need, the process's peak RSS (the vectors' generator included) and the lists'
 own peak above the vectors; the last column projects the exact lists' time to a million items by ``N^2``.
+``--lists-from cache`` holds the two fields as a training run holds the guide's cache and lists
+them as a run does; ``cache-via-matrix``, as runs did before 2026-11-29 (the lists' peak is then
+counted above the fields).
 
 ``shared-neighbours``: the recipes' teacher with shared neighbours (``teacher_shared_neighbours``
 of ``recipes/catalog/minilm.yaml``) lists each item's nearest items under the teacher's fused
@@ -638,10 +641,14 @@ def neighbourhood_lists_file(items: int, index: str) -> Path:
     return OUTPUTS / f"neighbours-{items}-{re.sub(r'[^A-Za-z0-9]+', '_', index)}.npy"
 
 
-def neighbourhood_row(items: int, size: int, index: str, parameters: str) -> dict:
+def neighbourhood_row(items: int, size: int, index: str, parameters: str, source: str = "matrix") -> dict:
     """One way of listing the neighbours, in a process of its own: the lists' and one epoch's
     groups' time, the groups' cohesion (mean cosine between two items of a group) and peak RSS.
-    The lists are kept on disk so the parent can compare them with the exact ones."""
+    ``source``: ``"matrix"`` lists from the item matrix, the data the lists' peak is counted
+    above; ``"cache"`` holds the two fields as a run holds the guide's cache and lists as a run
+    does (``neighbours_of_fields``), ``"cache-via-matrix"`` as runs did before 2026-11-29 (the item
+    matrix built beside the fields, then listed). The lists are kept on disk so the parent can
+    compare them with the exact ones."""
     import torch
 
     from metricbert_trainer.metricbert.neighbourhood_batches import (
@@ -649,20 +656,31 @@ def neighbourhood_row(items: int, size: int, index: str, parameters: str) -> dic
         item_vectors,
         nearest_neighbours,
         neighbourhood_groups,
+        neighbours_of_fields,
     )
 
     views = clustered_views(items, 384)
-    vectors = item_vectors([torch.from_numpy(views["title"]), torch.from_numpy(views["description"])])
-    del views
+    fields = [torch.from_numpy(views["title"]), torch.from_numpy(views["description"])]
+    if source == "matrix":
+        vectors = item_vectors(fields)
+        del views, fields
     generator_gib = peak_rss_gib()
     reset_peak_rss()  # the generator's own peak is not the lists'
     data_gib = current_rss_gib()
     started = time.perf_counter()
-    neighbours = nearest_neighbours(
-        vectors, candidates_per_item(size), index=index, search_parameters=parameters
-    )
+    settings = {"index": index, "search_parameters": parameters}
+    if source == "cache":
+        neighbours = neighbours_of_fields(
+            fields, [np.arange(items)] * 2, candidates_per_item(size), **settings
+        )
+    else:
+        if source == "cache-via-matrix":
+            vectors = item_vectors(fields)
+        neighbours = nearest_neighbours(vectors, candidates_per_item(size), **settings)
     lists = time.perf_counter() - started
     lists_gib = peak_rss_gib() - data_gib
+    if source == "cache":
+        vectors = item_vectors(fields)  # for the groups' cohesion, after the lists' peak
     started = time.perf_counter()
     groups = neighbourhood_groups(neighbours, size, torch.Generator().manual_seed(0))
     grouping = time.perf_counter() - started
@@ -720,7 +738,7 @@ def run_neighbourhoods(arguments: argparse.Namespace) -> None:
             if index == "exact" and items > arguments.exact_up_to:
                 continue
             parameters = arguments.search_parameters if index != "exact" else ""
-            result = in_fresh_process(neighbourhood_row, items, size, index, parameters)
+            result = in_fresh_process(neighbourhood_row, items, size, index, parameters, arguments.lists_from)
             overlap = list_overlap(items, index)
             projected = result["lists"] * (1_000_000 / items) ** 2 / 3600 if index == "exact" else None
             label = index if not parameters else f"{index}, {parameters}"
@@ -1253,6 +1271,13 @@ def main() -> None:
     neighbourhoods.add_argument("--search-parameters", default="nprobe=16", help="For the FAISS indexes.")
     neighbourhoods.add_argument(
         "--exact-up-to", type=int, default=200_000, help="Skip the exact lists above this many items."
+    )
+    neighbourhoods.add_argument(
+        "--lists-from",
+        choices=["matrix", "cache", "cache-via-matrix"],
+        default="matrix",
+        help="The item matrix, or the fields held as a run holds the guide's cache, listed as runs do "
+        "(cache) or as they did before 2026-11-29 (cache-via-matrix).",
     )
     neighbourhoods.set_defaults(run=run_neighbourhoods)
     shared = commands.add_parser(

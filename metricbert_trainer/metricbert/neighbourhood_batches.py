@@ -22,7 +22,7 @@ needs near items, not the exact nearest (docs/scale_out.md measures both).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
 import torch
@@ -109,21 +109,71 @@ def check_faiss_index(factory: str, search_parameters: str) -> None:
 def indexed_neighbours(
     vectors: torch.Tensor, candidates: int, factory: str, search_parameters: str, rows: torch.Tensor
 ) -> torch.Tensor:
-    """``nearest_neighbours`` of ``rows`` through an approximate FAISS index: the index is trained
-    and filled with every item, then asked for one more neighbour than needed, since an item usually
-    finds itself. A slot the index leaves empty (``-1``) holds the item itself, which a group skips as
-    already taken. The queries are gathered and searched ``QUERY_ROWS`` items at a time: gathered at
-    once they were a copy of every item's vector beside the matrix and the index's own copy."""
+    """``nearest_neighbours`` of ``rows`` through an approximate FAISS index, trained and filled
+    with every item (``indexed_lists``)."""
     from metricbert_trainer.evaluation.neighbours import inner_product_index
 
     matrix = np.ascontiguousarray(vectors.float().numpy())
-    kept = min(candidates, len(matrix) - 1)
     index = inner_product_index(matrix, factory, search_parameters)
-    queries = rows.numpy()
+    return indexed_lists(index, lambda picked: matrix[picked], len(matrix), candidates, rows)
+
+
+def neighbours_of_fields(
+    fields: Sequence[torch.Tensor],
+    field_rows: Sequence[np.ndarray],
+    candidates: int,
+    index: str = EXACT,
+    search_parameters: str = "",
+    rows: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """``nearest_neighbours(item_vectors(fields, field_rows), ...)``, the same lists, holding less
+    at once when ``index`` is one that must be trained (IVF): the item matrix is let go once the
+    index is trained on it, and the items are then added, and every index is asked about them,
+    ``QUERY_ROWS`` items at a time, gathered from ``fields`` (the guide's cache in a run). Why:
+    the cache, the item matrix and the index's copy of it were three copies of the start's vectors
+    at once, 29 GiB each at ten million MiniLM items. An index that needs no training (``Flat``, a
+    graph such as HNSW, whose links depend on how its items are added) is filled from the matrix
+    in one call, as ``nearest_neighbours`` fills it."""
+    if index == EXACT:
+        return nearest_neighbours(item_vectors(fields, field_rows), candidates, rows=rows)
+    import faiss
+
+    matrix = item_vectors(fields, field_rows).numpy()
+    count = len(matrix)
+    built = faiss.index_factory(matrix.shape[1], index, faiss.METRIC_INNER_PRODUCT)
+    if built.is_trained:
+        return nearest_neighbours(torch.from_numpy(matrix), candidates, index, search_parameters, rows)
+    built.train(matrix)
+    del matrix  # from here on the index holds the only copy
+
+    def gathered(picked: np.ndarray) -> np.ndarray:
+        return item_vectors(fields, [chosen[picked] for chosen in field_rows]).numpy()
+
+    for start in range(0, count, QUERY_ROWS):
+        built.add(gathered(np.arange(start, min(start + QUERY_ROWS, count))))
+    if search_parameters:
+        faiss.ParameterSpace().set_index_parameters(built, search_parameters)
+    return indexed_lists(built, gathered, count, candidates, rows)
+
+
+def indexed_lists(
+    index,
+    gathered: Callable[[np.ndarray], np.ndarray],
+    count: int,
+    candidates: int,
+    rows: torch.Tensor | None,
+) -> torch.Tensor:
+    """Each of the items ``rows`` (every one of ``count`` by default), its ``candidates`` nearest
+    other items by a filled FAISS ``index``, asked for one more neighbour than needed, since an item
+    usually finds itself. A slot the index leaves empty (``-1``) holds the item itself, which a group
+    skips as already taken. The queries are ``gathered`` (their item vectors) and searched
+    ``QUERY_ROWS`` items at a time: gathered at once they were a copy of every item's vector."""
+    kept = min(candidates, count - 1)
+    queries = np.arange(count) if rows is None else rows.numpy()
     lists = np.empty((len(queries), kept), dtype=np.int64)
     for start in range(0, len(queries), QUERY_ROWS):
         items = queries[start : start + QUERY_ROWS, None]
-        _, found = index.search(matrix[items[:, 0]], kept + 1)
+        _, found = index.search(gathered(items[:, 0]), kept + 1)
         found = np.where(found < 0, items, found)
         # Drop each item from its own list; where the index did not return it, drop the farthest.
         own = found == items

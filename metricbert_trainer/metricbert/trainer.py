@@ -39,8 +39,7 @@ from metricbert_trainer.metricbert.mlm_warmup import MlmHeadWarmup, warm_up_mlm_
 from metricbert_trainer.metricbert.neighbourhood_batches import (
     NeighbourhoodSampler,
     candidates_per_item,
-    item_vectors,
-    nearest_neighbours,
+    neighbours_of_fields,
 )
 from metricbert_trainer.metricbert.shared_neighbours import (
     SharedNeighbours,
@@ -513,16 +512,16 @@ class MetricBertTrainer(CatalogTrainer):
         field_rows = list(self._guide_cache_rows().values())
         started = time.perf_counter()
         size = self.args.batch_neighbourhood_size
-        vectors = item_vectors([self.guide.cache_matrix()] * len(field_rows), field_rows)
         neighbours = listed_in_shares(
-            lambda rows: nearest_neighbours(
-                vectors,
+            lambda rows: neighbours_of_fields(
+                [self.guide.cache_matrix()] * len(field_rows),
+                field_rows,
                 candidates=candidates_per_item(size),
                 index=self.args.neighbourhood_index,
                 search_parameters=self.args.neighbourhood_search_parameters,
                 rows=rows,
             ),
-            len(vectors),
+            len(field_rows[0]),
             self.args.device,
         )
         logger.info(

@@ -86,16 +86,32 @@ def test_an_exhaustively_searched_faiss_index_lists_the_exact_neighbours():
     assert 0.2 < overlap / exact.numel() < 1
 
 
-def test_an_index_asked_a_few_items_at_a_time_lists_what_it_lists_asked_all_at_once(monkeypatch):
-    vectors = torch.nn.functional.normalize(
-        torch.randn(400, 16, generator=torch.Generator().manual_seed(2)), dim=1
-    )
+@pytest.mark.parametrize("cache_dtype", [torch.float32, torch.float16])
+def test_lists_from_the_cache_a_few_items_at_a_time_are_the_lists_of_the_item_matrix(
+    monkeypatch, cache_dtype
+):
+    # As a run holds them: one cache of every distinct text, each field's rows of it.
+    cache = torch.randn(700, 16, generator=torch.Generator().manual_seed(2)).to(cache_dtype)
+    field_rows = [np.arange(0, 400), np.random.default_rng(0).permutation(np.arange(300, 700))]
+    fields = [cache, cache]
     share = torch.tensor([399, 5, 200, 0, 17, 42, 3, 250])
-    settings = {"index": "IVF8,Flat", "search_parameters": "nprobe=1"}  # approximate: misses differ by query
-    at_once = [nearest_neighbours(vectors, 12, **settings, rows=rows) for rows in (None, share)]
+    settings = [
+        {},  # exact
+        {"index": "Flat"},
+        {"index": "IVF8,Flat", "search_parameters": "nprobe=1"},  # approximate: misses differ by query
+    ]
+    matrix = item_vectors(fields, field_rows)
+    at_once = {
+        (number, rows is None): nearest_neighbours(matrix, 12, **setting, rows=rows)
+        for number, setting in enumerate(settings)
+        for rows in (None, share)
+    }
+    # Items added to the trained IVF index, and every index asked, 3 at a time.
     monkeypatch.setattr(neighbourhood_batches, "QUERY_ROWS", 3)
-    for rows, expected in zip((None, share), at_once, strict=True):
-        assert torch.equal(nearest_neighbours(vectors, 12, **settings, rows=rows), expected)
+    for number, setting in enumerate(settings):
+        for rows in (None, share):
+            listed = neighbourhood_batches.neighbours_of_fields(fields, field_rows, 12, **setting, rows=rows)
+            assert torch.equal(listed, at_once[number, rows is None]), (setting, rows)
 
 
 def test_an_index_faiss_cannot_build_is_refused_before_training(tmp_path):
