@@ -34,6 +34,7 @@ from metricbert_trainer.data.catalog import Catalog
 from metricbert_trainer.evaluation.hybrid import FusedScorer, fused_ranker, standardised
 from metricbert_trainer.evaluation.neighbours import (
     column_ranges,
+    filled_in_chunks,
     flat_storage,
     index_storage_rows,
     inner_product_index,
@@ -237,14 +238,15 @@ def indexed_unit_rows(
     # it never reallocates, where a doubling vector held its old and new buffers at once.
     storage.codes.resize(count * storage.code_size)
     storage.codes.resize(0)
-    for start in range(0, count, chunk_rows):
-        index.add(
-            unit_rows_of(
-                source, {name: picked[start : start + chunk_rows] for name, picked in rows.items()}
-            ).stacked
-        )
-    if parameters:
-        faiss.ParameterSpace().set_index_parameters(index, parameters)
+    filled_in_chunks(
+        index,
+        count,
+        lambda start, stop: (
+            unit_rows_of(source, {name: picked[start:stop] for name, picked in rows.items()}).stacked
+        ),
+        chunk_rows,
+        parameters,
+    )
     widths = [np.shape(source)[1]] * len(rows)
     return _held_by_index(UnitViews.fromkeys(rows), widths, index, storage, (factory, parameters))
 

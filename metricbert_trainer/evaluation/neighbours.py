@@ -468,11 +468,24 @@ def inner_product_index(matrix: np.ndarray, factory: str, parameters: str = ""):
 def _filled(index, matrix: np.ndarray, parameters: str):
     """``index`` trained on (when it needs it) and filled with the rows of ``matrix``, searched
     with ``parameters``."""
-    import faiss
-
     if not index.is_trained:
         index.train(matrix)
-    index.add(matrix)
+    return filled_in_chunks(
+        index, len(matrix), lambda start, stop: matrix[start:stop], len(matrix), parameters
+    )
+
+
+def filled_in_chunks(
+    index, count: int, rows_between: Callable[[int, int], np.ndarray], chunk_rows: int, parameters: str = ""
+):
+    """``index`` (trained) filled with ``count`` rows, ``rows_between(start, stop)`` added
+    ``chunk_rows`` at a time, then searched with ``parameters`` (``faiss.ParameterSpace``). Rows
+    made a chunk at a time spare a whole matrix of them; ``chunk_rows >= count`` adds them in one
+    call, which an HNSW graph needs to come out as one call builds it."""
+    import faiss
+
+    for start in range(0, count, max(chunk_rows, 1)):
+        index.add(rows_between(start, min(start + chunk_rows, count)))
     if parameters:
         faiss.ParameterSpace().set_index_parameters(index, parameters)
     return index

@@ -138,6 +138,8 @@ def neighbours_of_fields(
         return nearest_neighbours(item_vectors(fields, field_rows), candidates, rows=rows)
     import faiss
 
+    from metricbert_trainer.evaluation.neighbours import filled_in_chunks
+
     matrix = item_vectors(fields, field_rows).numpy()
     count = len(matrix)
     built = faiss.index_factory(matrix.shape[1], index, faiss.METRIC_INNER_PRODUCT)
@@ -149,10 +151,9 @@ def neighbours_of_fields(
     def gathered(picked: np.ndarray) -> np.ndarray:
         return item_vectors(fields, [chosen[picked] for chosen in field_rows]).numpy()
 
-    for start in range(0, count, QUERY_ROWS):
-        built.add(gathered(np.arange(start, min(start + QUERY_ROWS, count))))
-    if search_parameters:
-        faiss.ParameterSpace().set_index_parameters(built, search_parameters)
+    filled_in_chunks(
+        built, count, lambda start, stop: gathered(np.arange(start, stop)), QUERY_ROWS, search_parameters
+    )
     return indexed_lists(built, gathered, count, candidates, rows)
 
 
