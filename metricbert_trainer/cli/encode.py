@@ -19,8 +19,14 @@ import torch
 from accelerate import PartialState
 
 from metricbert_trainer.base.distributed import process_group_closed_at_exit
-from metricbert_trainer.cli.options import catalog_options, encoder_scorer, load_cli_catalog, name_and_path
-from metricbert_trainer.evaluation.encoding import check_cache_path
+from metricbert_trainer.cli.options import (
+    add_precision,
+    catalog_options,
+    encoder_scorer,
+    load_cli_catalog,
+    name_and_path,
+)
+from metricbert_trainer.evaluation.encoding import check_cache_path, precision_label
 from metricbert_trainer.evaluation.neighbours import METRIC_INF, catalog_views
 from metricbert_trainer.evaluation.scorers import load_encoder
 
@@ -40,6 +46,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     encode.add_argument(
         "--cache", required=True, help="The .npz to write (it only ever replaces an embedding cache)."
     )
+    add_precision(encode)
     encode.set_defaults(command=run)
 
 
@@ -52,7 +59,9 @@ def run(args: argparse.Namespace) -> int:
         name, path = name_and_path(args.model)
         model, tokenizer = load_encoder(path, device=args.device or state.device)
         scorer = dataclasses.replace(
-            encoder_scorer(args, model, tokenizer, args.scorer, name, cache_path=args.cache),
+            encoder_scorer(
+                args, model, tokenizer, args.scorer, name, cache_path=args.cache, precision=args.precision
+            ),
             across_processes=True,
             show_progress=state.is_main_process,
         )
@@ -61,7 +70,8 @@ def run(args: argparse.Namespace) -> int:
         if state.is_main_process:
             texts = sum(len(matrix) for matrix in vectors.values())
             print(
-                f"{args.cache}: {texts} vectors of {len(catalog)} items ({', '.join(vectors)}) by {name}, "
+                f"{args.cache}: {texts} vectors of {len(catalog)} items ({', '.join(vectors)}) by {name} "
+                f"in {precision_label(model.device, args.precision)}, "
                 f"ready in {time.perf_counter() - started:.1f} s on {state.num_processes} process(es); "
                 f"evaluate and recommend read them with --cache {args.cache} --max-length {args.max_length}."
             )

@@ -51,6 +51,7 @@ def run(args: argparse.Namespace) -> int:
         report = report_header(args, catalog, annotations) | {
             "model": path,
             "scorer": args.scorer,
+            "precision": args.precision,
             "tfidf_weight": args.tfidf_weight,
             "shared_neighbours": args.shared_neighbours,
             "shared_neighbour_weight": args.shared_neighbour_weight if args.shared_neighbours else None,

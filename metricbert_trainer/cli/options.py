@@ -12,7 +12,7 @@ from pathlib import Path
 
 from metricbert_trainer.data.annotations import ON_UNMATCHED, Annotations
 from metricbert_trainer.data.catalog import Catalog, load_catalog
-from metricbert_trainer.evaluation.encoding import check_cache_path
+from metricbert_trainer.evaluation.encoding import PRECISIONS, check_cache_path
 from metricbert_trainer.evaluation.hybrid import DEFAULT_TFIDF_WEIGHT, with_tfidf
 from metricbert_trainer.evaluation.neighbours import CONCAT, METRIC_INF, mode_label
 from metricbert_trainer.evaluation.scorers import EncoderScorer, Scorer
@@ -142,6 +142,7 @@ def model_options() -> argparse.ArgumentParser:
         f"first: N^2 distances); 0 does not re-rank (default {DEFAULT_NEIGHBOURS}; docs/quality.md).",
     )
     add_shared_neighbour_weight(parser)
+    add_precision(parser)
     parser.add_argument(
         "--shared-neighbour-candidates",
         type=integer_at_least(0),
@@ -152,6 +153,19 @@ def model_options() -> argparse.ArgumentParser:
         "thousands of items (docs/scale_out.md); 0 lists exactly (default).",
     )
     return parser
+
+
+def add_precision(parser: argparse.ArgumentParser) -> None:
+    """``--precision`` of the commands that encode a catalog with a model (not ``compare``, whose
+    ``--precision`` is RecoBERT's)."""
+    parser.add_argument(
+        "--precision",
+        choices=PRECISIONS,
+        default="auto",
+        help="Precision of the encoding: auto (bf16 on CUDA, fp32 on a CPU), bf16 (also on a CPU, where one "
+        "with AVX512-BF16 or AMX encodes about 2.3 times as fast; the rankings move a little: "
+        "docs/evaluation.md) or fp32.",
+    )
 
 
 def add_shared_neighbour_weight(parser: argparse.ArgumentParser) -> None:
@@ -190,7 +204,9 @@ def ranking_scorer(
     whose lists and the TF-IDF's matrices are kept beside the embedding cache ``cache_path`` when
     there is one."""
     scorer = with_tfidf(
-        encoder_scorer(args, model, tokenizer, args.scorer, name, cache_path=cache_path),
+        encoder_scorer(
+            args, model, tokenizer, args.scorer, name, cache_path=cache_path, precision=args.precision
+        ),
         args.tfidf_weight,
         tfidf_cache=tfidf_cache_beside(cache_path) if cache_path else None,
     )
@@ -220,10 +236,16 @@ def check_caches(args: argparse.Namespace) -> None:
 
 
 def encoder_scorer(
-    args: argparse.Namespace, model, tokenizer, mode: str, name: str, cache_path: str | None = None
+    args: argparse.Namespace,
+    model,
+    tokenizer,
+    mode: str,
+    name: str,
+    cache_path: str | None = None,
+    precision: str = "auto",
 ) -> EncoderScorer:
     """The library's scorer of an encoder under ``mode``, with the command's batch size and
-    truncation, named as its result rows are."""
+    truncation, named as its result rows are, encoding at ``precision``."""
     return EncoderScorer(
         model,
         tokenizer,
@@ -233,6 +255,7 @@ def encoder_scorer(
         max_length=args.max_length,
         cache_path=cache_path,
         show_progress=True,
+        precision=precision,
     )
 
 

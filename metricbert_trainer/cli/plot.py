@@ -10,6 +10,7 @@ from huggingface_hub import ModelCard
 
 from metricbert_trainer.base.modeling import resolve_model_name
 from metricbert_trainer.cli.options import (
+    add_precision,
     catalog_options,
     integer_at_least,
     load_cli_catalog,
@@ -44,6 +45,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     plot.add_argument(
         "--output-dir", default=None, help="Where the PNGs go (default: the checkpoint folder)."
     )
+    add_precision(plot)
     plot.set_defaults(command=run)
 
 
@@ -83,6 +85,7 @@ def run(args: argparse.Namespace) -> int:
         max_length=args.max_length,
         max_items=args.max_items,
         show_progress=True,
+        precision=args.precision,
     )
     print(f"Wrote {path}")
     return 0

