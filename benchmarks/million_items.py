@@ -10,6 +10,7 @@
     python benchmarks/million_items.py tfidf --items 1000000
     python benchmarks/million_items.py lengths --texts 500000 2000000
     python benchmarks/million_items.py recommend --items 1000000
+    python benchmarks/million_items.py update-cache --items 1000000 --added 1000
     python benchmarks/million_items.py recommend --items 20000 --candidates 0 --all
     python benchmarks/million_items.py recommend --items 100000 --all --all-candidates 200 --recall-sample 500
     python benchmarks/million_items.py table-recall -- --model M --catalog C --all --output T --candidates 200
@@ -80,6 +81,10 @@ among ``--all-candidates`` (``recommend --candidates``; 0 compares every pair), 
 ``--recall-sample S`` compared with the exact ranking of ``S`` items (``table_recall``).
 ``table-recall`` compares a table already written (by any ``recommend --all`` command, whose
 options follow ``--``) in the same way.
+
+``update-cache``: ``metricbert encode --cache`` on a catalog of ``--items`` items (the recommend
+row's catalog and synthetic cache) that gained ``--added`` new items: the time and peak memory of
+the whole command, which reads back every text the cache holds and encodes the new items' alone.
 
 ``start``: the catalog recipe (``recipes/train_catalog.py``) as a user launches it, stopped after
 two steps (``--max_steps 2``: one step's schedule would be all warm-up), on a catalog of ``--items`` wine texts drawn with replacement,
@@ -951,22 +956,65 @@ def prepared_recommend_files(items: int, folder: Path) -> tuple[Path, Path]:
 
     from metricbert_trainer.base.modeling import DEFAULT_MODEL, resolve_model_name
     from metricbert_trainer.data.catalog import load_catalog
-    from metricbert_trainer.evaluation.encoding import embedding_fingerprint, write_npz_whole
+    from metricbert_trainer.evaluation.encoding import (
+        embedding_fingerprint,
+        text_digests,
+        write_embedding_cache,
+    )
     from metricbert_trainer.evaluation.neighbours import METRIC_INF, catalog_views
 
     catalog_path, cache_path = folder / f"catalog-{items}.csv", folder / f"embeddings-{items}.npz"
     drawn_wine_catalog(items, catalog_path)
     catalog = load_catalog(catalog_path)
     path = resolve_model_name(DEFAULT_MODEL)
+    model, tokenizer = AutoModel.from_pretrained(path), AutoTokenizer.from_pretrained(path)
     views = catalog_views(catalog, METRIC_INF)
-    fingerprint = embedding_fingerprint(
-        AutoModel.from_pretrained(path), AutoTokenizer.from_pretrained(path), views, max_length=128
-    )
     vectors = clustered_views(len(catalog), 384)
-    write_npz_whole(
-        cache_path, fingerprint=np.array(fingerprint), **{f"view:{name}": vectors[name] for name in views}
+    write_embedding_cache(
+        cache_path,
+        embedding_fingerprint(model, tokenizer, views, max_length=128),
+        embedding_fingerprint(model, tokenizer, {}, max_length=128),
+        {name: vectors[name] for name in views},
+        {name: text_digests(texts) for name, texts in views.items()},
+        "fp32",
     )
     return catalog_path, cache_path
+
+
+def run_update_cache(arguments: argparse.Namespace) -> None:
+    """``metricbert encode --cache`` as a user runs it on a catalog of ``--items`` items that gained
+    ``--added`` new ones since its cache was written: only the new items' texts are encoded."""
+    import subprocess
+    import sys
+
+    import pandas as pd
+
+    from metricbert_trainer.base.modeling import DEFAULT_MODEL, resolve_model_name
+
+    OUTPUTS.mkdir(parents=True, exist_ok=True)
+    catalog, cache = prepared_recommend_files(arguments.items, OUTPUTS)
+    grown = OUTPUTS / f"catalog-{arguments.items}-plus-{arguments.added}.csv"
+    frame = pd.read_csv(catalog)
+    added = frame.sample(n=arguments.added, random_state=1).reset_index(drop=True)
+    added["id"] = [f"added-{index}" for index in range(len(added))]
+    added["title"] = [f"{title} (added {index})" for index, title in enumerate(added["title"])]
+    added["description"] = [f"{text} Added item {index}." for index, text in enumerate(added["description"])]
+    pd.concat([frame, added]).to_csv(grown, index=False)
+    command = [
+        sys.executable, "-m", "metricbert_trainer.cli", "encode", "--model", resolve_model_name(DEFAULT_MODEL),
+        "--catalog", str(grown), "--cache", str(cache),
+    ]  # fmt: skip
+    started = time.perf_counter()
+    finished = subprocess.run(
+        ["/usr/bin/time", "-f", "%M", *command], capture_output=True, text=True, check=True
+    )
+    seconds = time.perf_counter() - started
+    peak = int(finished.stderr.strip().splitlines()[-1]) / 2**20
+    said = [line for line in finished.stderr.splitlines() if "Updating the embeddings" in line]
+    print(f"`metricbert {' '.join(command[3:])}`\n")
+    print("| items in the cache | items added | whole command, s | peak RSS GiB |\n|---:|---:|---:|---:|")
+    print(f"| {arguments.items:,} | {arguments.added:,} | {seconds:.1f} | {peak:.2f} |\n")
+    print("\n".join([*said, finished.stdout.strip()]))
 
 
 def run_recommend(arguments: argparse.Namespace) -> None:
@@ -1335,6 +1383,13 @@ def main() -> None:
         help="With --all: compare the table's rows of this many items with the exact ranking.",
     )
     recommend.set_defaults(run=run_recommend)
+    update = commands.add_parser(
+        "update-cache",
+        help="metricbert encode on a catalog of --items that gained --added items since its cache.",
+    )
+    update.add_argument("--items", type=int, default=100_000)
+    update.add_argument("--added", type=int, default=1_000)
+    update.set_defaults(run=run_update_cache)
     recall = commands.add_parser(
         "table-recall",
         help="Compare a table recommend --all wrote with the exact ranking of --recall-sample items.",

@@ -6,7 +6,8 @@ an item; hours on a CPU, docs/scale_out.md), and one process uses one GPU. Launc
 encodes every P-th text in order of length and the vectors are gathered, as the training
 evaluation shares its encoding (``encoding.encode_texts``); process 0 writes the cache. The next
 ``evaluate`` or ``recommend`` with the same ``--cache``, model, ``--max-length`` and ``--scorer``
-reads the vectors back instead of encoding. Run as a plain command it is one process.
+reads the vectors back instead of encoding; after the catalog changed, it (or this command again)
+encodes only the texts the cache lacks. Run as a plain command it is one process.
 """
 
 from __future__ import annotations

@@ -253,31 +253,31 @@ def encode_views(
     With ``cache_path``, the matrices are read from that ``.npz`` when its fingerprint (model
     weights and config, tokenizer, ``max_length``, names and texts) matches, and otherwise encoded
     and written there, replacing the cache it held; a file there that is not an embedding cache is
-    never replaced (``check_cache_path``). ``across_processes`` shares the encoding among
-    the processes of a distributed run (see ``encode_texts``), and process 0 alone writes the cache.
+    never replaced (``check_cache_path``). When only the texts changed (items added to a catalog,
+    some edited or removed) the texts the cache already holds, found by their digests, are read
+    back and only the others encoded: a catalog of a million items that gains a thousand encodes a
+    thousand items, not a million. ``across_processes`` shares the encoding among the processes of
+    a distributed run (see ``encode_texts``), and process 0 alone writes the cache.
 
     ``precision`` (``inference_autocast``) is not part of the fingerprint: vectors encoded under
     bf16 on a GPU serve a later call on a CPU, as the batch size and the device, which also round
     them differently, do. The cache records it, and a call that reuses the cache says it.
     """
 
-    def encode_all() -> dict[str, np.ndarray]:
-        return {
-            name: encode_texts(
-                model,
-                tokenizer,
-                texts,
-                batch_size=batch_size,
-                max_length=max_length,
-                show_progress=show_progress,
-                across_processes=across_processes,
-                precision=precision,
-            )
-            for name, texts in views.items()
-        }
+    def encode(texts: list[str]) -> np.ndarray:
+        return encode_texts(
+            model,
+            tokenizer,
+            texts,
+            batch_size=batch_size,
+            max_length=max_length,
+            show_progress=show_progress,
+            across_processes=across_processes,
+            precision=precision,
+        )
 
     if cache_path is None:
-        return encode_all()
+        return {name: encode(texts) for name, texts in views.items()}
     cache_path = check_cache_path(cache_path)
     fingerprint = embedding_fingerprint(model, tokenizer, views, max_length=max_length)
     cached = read_fingerprinted_npz(
@@ -286,7 +286,7 @@ def encode_views(
         [f"view:{name}" for name in views],
         holds="embeddings of another model, catalog or setting",
         cache="embedding cache",
-        again="re-encoding",
+        again="encoding what it lacks",
         optional=["precision"],
     )
     if cached is not None:
@@ -294,13 +294,127 @@ def encode_views(
         encoded = f"encoded in {cached['precision']}" if "precision" in cached else "precision not recorded"
         logger.info("Reusing embeddings from %s (%s).", cache_path, encoded)
         return {name: cached[f"view:{name}"] for name in views}
-    embeddings = encode_all()
+    model_fingerprint = embedding_fingerprint(model, tokenizer, {}, max_length=max_length)
+    earlier = EarlierVectors.read(cache_path, model_fingerprint)
+    digests = {name: text_digests(texts) for name, texts in views.items()}
+    encoded_in = precision_label(next(model.parameters()).device, precision)
+    if earlier.rows:
+        embeddings, encoded_in = earlier.updated(views, digests, encode, encoded_in, cache_path)
+    else:
+        embeddings = {name: encode(texts) for name, texts in views.items()}
     if not across_processes or not torch.distributed.is_initialized() or torch.distributed.get_rank() == 0:
         # Once: every process holds the same vectors.
-        _write_cache(
-            cache_path, fingerprint, embeddings, precision_label(next(model.parameters()).device, precision)
-        )
+        write_embedding_cache(cache_path, fingerprint, model_fingerprint, embeddings, digests, encoded_in)
     return embeddings
+
+
+def text_digest(text: str) -> bytes:
+    """What a cache files a text's vector under: 128 bits of its UTF-8 digest."""
+    return hashlib.blake2b(text.encode("utf-8"), digest_size=16).digest()
+
+
+def text_digests(texts: Sequence[str]) -> list[bytes]:
+    """``text_digest`` of each of ``texts``."""
+    return [text_digest(text) for text in texts]
+
+
+def digest_matrix(digests: Sequence[bytes]) -> np.ndarray:
+    """``text_digest``s as the rows of a ``[len, 16]`` uint8 array, as caches store them: a bytes
+    array ("S16") would drop a digest's trailing zero bytes."""
+    return np.frombuffer(b"".join(digests), dtype=np.uint8).reshape(len(digests), 16)
+
+
+class EarlierVectors:
+    """The vectors an earlier embedding cache holds for the same model and settings, by text
+    digest: what the encoding of a changed catalog reads back instead of encoding again."""
+
+    def __init__(
+        self, views: dict[str, np.ndarray], rows: dict[bytes, tuple[str, int]], precision: str
+    ) -> None:
+        self.views, self.rows, self.precision = views, rows, precision
+
+    @classmethod
+    def read(cls, path: Path, model_fingerprint: str) -> EarlierVectors:
+        """The vectors of the cache at ``path`` when it was written for ``model_fingerprint`` and
+        holds its texts' digests; none otherwise (no file, another model or ``max_length``, a
+        cache written before the digests were kept, 2026-11-29)."""
+        none = cls({}, {}, "")
+        if not path.is_file():
+            return none
+        try:
+            with np.load(path, allow_pickle=False) as stored:
+                if (
+                    "model_fingerprint" not in stored.files
+                    or str(stored["model_fingerprint"]) != model_fingerprint
+                ):
+                    return none
+                names = [name.removeprefix("view:") for name in stored.files if name.startswith("view:")]
+                views = {name: stored[f"view:{name}"] for name in names}
+                digests = {name: stored[f"digest:{name}"] for name in names}
+                precision = str(stored["precision"])
+        except (OSError, ValueError, KeyError):
+            return none
+        rows: dict[bytes, tuple[str, int]] = {}
+        for name in names:
+            for row, digest in enumerate(digests[name]):
+                rows.setdefault(digest.tobytes(), (name, row))
+        return cls(views, rows, precision)
+
+    def updated(
+        self,
+        views: dict[str, list[str]],
+        digests: dict[str, list[bytes]],
+        encode: Callable[[list[str]], np.ndarray],
+        precision: str,
+        path: Path,
+    ) -> tuple[dict[str, np.ndarray], str]:
+        """The matrices of ``views`` (whose texts' ``digests`` are given): the vectors of the texts
+        this cache holds read back, the others encoded by ``encode`` (once each, at ``precision``);
+        and the precisions the result was encoded in."""
+        missing = {
+            digest: text
+            for name, texts in views.items()
+            for text, digest in zip(texts, digests[name], strict=True)
+            if digest not in self.rows
+        }
+        encoded = encode(list(missing.values()))
+        encoded_rows = {digest: row for row, digest in enumerate(missing)}
+        total = sum(len(rows) for rows in digests.values())
+        read_back = total - sum(digest in encoded_rows for rows in digests.values() for digest in rows)
+        logger.info(
+            "Updating the embeddings of %s: %d of %d texts read back, %d distinct texts encoded.",
+            path,
+            read_back,
+            total,
+            len(missing),
+        )
+        precisions = set(self.precision.split(", ")) if read_back else set()
+        precisions |= {precision} if missing else set()
+        matrices = {name: self._gathered(digests[name], encoded, encoded_rows) for name in views}
+        return matrices, ", ".join(sorted(precisions))
+
+    def _gathered(
+        self, digests: list[bytes], encoded: np.ndarray, encoded_rows: dict[bytes, int]
+    ) -> np.ndarray:
+        """One view's matrix: each text's vector from ``encoded`` (row ``encoded_rows[digest]``)
+        when it was encoded now, read back from the earlier cache otherwise."""
+        matrix = np.empty((len(digests), encoded.shape[1]), dtype=np.float32)
+        sources = [("", encoded), *self.views.items()]
+        source_of = {name: index for index, (name, _) in enumerate(sources)}
+        places = np.array(
+            [
+                (0, encoded_rows[digest])
+                if digest in encoded_rows
+                else (source_of[self.rows[digest][0]], self.rows[digest][1])
+                for digest in digests
+            ],
+            dtype=np.int64,
+        ).reshape(-1, 2)
+        for index, (_, vectors) in enumerate(sources):
+            chosen = places[:, 0] == index
+            if chosen.any():
+                matrix[chosen] = vectors[places[chosen, 1]]
+        return matrix
 
 
 def embedding_fingerprint(
@@ -381,11 +495,14 @@ def check_cache_file(path: str | Path, *, kind: str, is_cache: Callable[[Path], 
 
 
 def is_embedding_cache(path: Path) -> bool:
-    """Whether ``path`` is an .npz archive laid out as ``_write_cache`` writes one."""
+    """Whether ``path`` is an .npz archive laid out as ``write_embedding_cache`` writes one."""
     names = npz_names(path)
     return names is not None and (
         "fingerprint" in names
-        and all(name in ("fingerprint", "precision") or name.startswith("view:") for name in names)
+        and all(
+            name in ("fingerprint", "model_fingerprint", "precision") or name.startswith(("view:", "digest:"))
+            for name in names
+        )
     )
 
 
@@ -431,12 +548,23 @@ def read_fingerprinted_npz(
         return None
 
 
-def _write_cache(path: Path, fingerprint: str, embeddings: dict[str, np.ndarray], precision: str) -> None:
+def write_embedding_cache(
+    path: Path,
+    fingerprint: str,
+    model_fingerprint: str,
+    embeddings: dict[str, np.ndarray],
+    digests: dict[str, list[bytes]],
+    precision: str,
+) -> None:
+    """The views' matrices under the catalog's ``fingerprint``, and each text's digest under the
+    ``model_fingerprint`` (model, tokenizer and ``max_length`` alone), for a later catalog's update."""
     write_npz_whole(
         path,
         fingerprint=np.array(fingerprint),
+        model_fingerprint=np.array(model_fingerprint),
         precision=np.array(precision),
         **{f"view:{name}": matrix for name, matrix in embeddings.items()},
+        **{f"digest:{name}": digest_matrix(rows) for name, rows in digests.items()},
     )
     logger.info("Wrote embeddings to %s.", path)
 

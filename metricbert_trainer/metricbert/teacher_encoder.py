@@ -16,7 +16,6 @@ fingerprint of the encoder and its ``max_length``, so a subset or a superset of 
 
 from __future__ import annotations
 
-import hashlib
 import logging
 from collections.abc import Sequence
 from pathlib import Path
@@ -28,17 +27,18 @@ from transformers import AutoModel, AutoTokenizer, PreTrainedTokenizerBase
 from metricbert_trainer.base.collator import field_inputs, unmasked
 from metricbert_trainer.base.distributed import world_size
 from metricbert_trainer.data.token_rows import TokenRows
-from metricbert_trainer.evaluation.encoding import embedding_fingerprint, encode_texts, write_npz_whole
+from metricbert_trainer.evaluation.encoding import (
+    digest_matrix,
+    embedding_fingerprint,
+    encode_texts,
+    text_digest,
+    write_npz_whole,
+)
 from metricbert_trainer.metricbert.guide import batch_token_keys
 
 logger = logging.getLogger(__name__)
 
 CACHE_FORMAT = "metricbert-teacher-encoder-v1"
-
-
-def text_digest(text: str) -> bytes:
-    """What the cache file files a text's vector under: 128 bits of its UTF-8 digest."""
-    return hashlib.blake2b(text.encode("utf-8"), digest_size=16).digest()
 
 
 class TeacherEncoder:
@@ -147,7 +147,6 @@ def _write_cache(path: Path, fingerprint: str, vectors: dict[bytes, np.ndarray])
         path,
         format=np.array(CACHE_FORMAT),
         fingerprint=np.array(fingerprint),
-        # Raw bytes as rows of uint8: a bytes array ("S16") would drop a digest's trailing zero bytes.
-        digests=np.frombuffer(b"".join(vectors), dtype=np.uint8).reshape(len(vectors), -1),
+        digests=digest_matrix(list(vectors)),
         vectors=np.stack(list(vectors.values())),
     )

@@ -189,3 +189,44 @@ def test_bf16_rounds_the_vectors_and_a_cache_says_which_precision_encoded_it(
         assert f"Reusing embeddings from {cache} (precision not recorded)." in caplog.messages
     with pytest.raises(ValueError, match="Unknown precision 'fp16'"):
         encode_texts(model, tokenizer, TEXTS, precision="fp16")
+
+
+def test_a_changed_catalog_encodes_only_the_texts_its_cache_lacks(
+    tiny_model_path, wines_csv, tmp_path, caplog
+):
+    model = AutoModelForMaskedLM.from_pretrained(tiny_model_path)
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_path)
+    frame = pd.read_csv(wines_csv, dtype=str, nrows=40)[["id", "title", "description"]]
+    earlier, grown = load_catalog(frame.iloc[:30]), load_catalog(frame)
+    cache = tmp_path / "embeddings.npz"
+    encode_catalog(model, tokenizer, earlier, cache_path=cache)
+    encoded_rows = []
+    hook = model.base_model.embeddings.register_forward_hook(
+        lambda module, inputs, output: encoded_rows.append(output.shape[0])
+    )
+    try:
+        with caplog.at_level(logging.INFO, logger="metricbert_trainer.evaluation.encoding"):
+            updated = encode_catalog(model, tokenizer, grown, cache_path=cache)
+            new_texts = {text for field in grown.fields for text in grown.texts(field)} - {
+                text for field in earlier.fields for text in earlier.texts(field)
+            }
+            assert sum(encoded_rows) == len(new_texts) > 0  # the ten new items' texts, nothing else
+            assert (
+                f"Updating the embeddings of {cache}: {80 - len(new_texts)} of 80 texts read back, "
+                f"{len(new_texts)} distinct texts encoded." in caplog.messages
+            )
+            # The cache now holds the grown catalog, read back whole by the next call.
+            encoded_rows.clear()
+            again = encode_catalog(model, tokenizer, grown, cache_path=cache)
+            assert not encoded_rows and any(
+                message.startswith(f"Reusing embeddings from {cache}") for message in caplog.messages
+            )
+            # Another max_length is another setting: every text encoded again.
+            encode_catalog(model, tokenizer, grown, cache_path=cache, max_length=8)
+            assert sum(encoded_rows) == len({text for field in grown.fields for text in grown.texts(field)})
+    finally:
+        hook.remove()
+    alone = encode_catalog(model, tokenizer, grown)
+    for field in grown.fields:
+        np.testing.assert_allclose(updated[field], alone[field], atol=1e-5)
+        np.testing.assert_array_equal(again[field], updated[field])
