@@ -2,7 +2,9 @@
 # One device call (prepared by benchmarks/gpu_rows/prepare.sh): issue #37's GPU rows for today's default,
 # and for it and the no-MLM recipe with both fields in one encoder pass (--joint_field_pass), beside
 # sentence-transformers at both precisions, then end to end on data/debian, default against no-MLM.
-# Tested on a CPU with DEVICE=cpu ROUNDS=1 WARMUP=1 STEPS=1 E2E_EXTRA="--use_cpu true".
+# Each row's first 3 steps after the warm-up are profiled, untimed ($OUT/profiles: kernels' busy share and
+# operators a step, which check the CPU's operator counts that predicted the ratios: RESULTS.md).
+# Tested on a CPU with DEVICE=cpu ROUNDS=1 WARMUP=1 STEPS=4 E2E_EXTRA="--use_cpu true".
 cd "$(dirname "$0")/../.." || exit 1
 export PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 PY=${PY:-python3}
@@ -25,7 +27,7 @@ BertModel(BertConfig.from_pretrained(path)).save_pretrained(path)
 print("random-weight MiniLM at", path)
 PYEOF
 [ -n "$SKIP_VERSUS" ] || { start=$(date +%s)
-timeout 300 $PY benchmarks/versus_sentence_transformers.py --device ${DEVICE:-cuda} train --rounds ${ROUNDS:-2} --warmup ${WARMUP:-3} --steps ${STEPS:-20} \
+timeout 360 $PY benchmarks/versus_sentence_transformers.py --device ${DEVICE:-cuda} train --rounds ${ROUNDS:-2} --warmup ${WARMUP:-3} --steps ${STEPS:-20} --profile "$OUT/profiles" \
   --only "default recipe (MLM" "default recipe, fp32" "one pass for both fields" "without MLM, fp32" "without MLM (bf16)" "same work" "paper objective (MLM" \
   --skip "unmasked pass" "without the teacher" "(bf16), one padded" "fp32, one padded" "no guide cache" "length groups" "torch.compile" 2>&1 | grep -v "Loading weights\|Computing widget" > "$OUT/versus_train.md"
 echo "versus rc=${PIPESTATUS[0]} seconds=$(( $(date +%s) - start ))" | tee -a "$OUT/summary.txt"
@@ -35,7 +37,7 @@ NOMLM="--mlm_weight 0 --mlm_probability 0 --mlm_head_warmup_steps 0 --mlm_weight
 for run in default nomlm; do
   extra=""; [ $run = nomlm ] && extra="$NOMLM"
   t0=$(date +%s.%N)
-  timeout ${E2E_TIMEOUT:-110} $PY -m accelerate.commands.launch --num_processes 1 --mixed_precision ${E2E_PRECISION:-bf16} $E2E --output_dir /tmp/e2e-$run $extra > "$OUT/e2e-$run.log" 2>&1
+  timeout ${E2E_TIMEOUT:-100} $PY -m accelerate.commands.launch --num_processes 1 --mixed_precision ${E2E_PRECISION:-bf16} $E2E --output_dir /tmp/e2e-$run $extra > "$OUT/e2e-$run.log" 2>&1
   rc=$?; t1=$(date +%s.%N)
   echo "$run rc=$rc whole_command_s=$(awk "BEGIN{printf \"%.1f\", $t1 - $t0}")" | tee -a "$OUT/summary.txt"
   grep -E "ready in|in [0-9.]+ s|train_runtime|eval_mpr|Error|error" "$OUT/e2e-$run.log" | tail -14

@@ -28,3 +28,10 @@ def test_every_row_of_the_versus_benchmark_parses_as_it_is_run(versus, tmp_path,
         assert args.bf16 == ("bf16" in label), label
         if "without the teacher" in label or "same work" in label:
             assert args.teacher_weight == 0 and args.teacher_shared_neighbours == 0, label
+
+
+def test_a_profiled_comparison_leaves_steps_to_time(versus, tmp_path):
+    """``--profile`` leaves its profiled steps out of the timing: with no step left, the run is
+    refused before any model loads rather than ending in an empty median."""
+    with pytest.raises(SystemExit, match="pass --steps above that"):
+        versus.main(["train", "--steps", str(versus.PROFILED_STEPS), "--profile", str(tmp_path)])
