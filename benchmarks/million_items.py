@@ -956,7 +956,7 @@ def prepared_recommend_files(items: int, folder: Path) -> tuple[Path, Path]:
 
     from metricbert_trainer.base.modeling import DEFAULT_MODEL, resolve_model_name
     from metricbert_trainer.data.catalog import load_catalog
-    from metricbert_trainer.evaluation.encoding import (
+    from metricbert_trainer.evaluation.embedding_cache import (
         embedding_fingerprint,
         text_digests,
         write_embedding_cache,

@@ -27,7 +27,8 @@ from metricbert_trainer.cli.options import (
     load_cli_catalog,
     name_and_path,
 )
-from metricbert_trainer.evaluation.encoding import check_cache_path, precision_label
+from metricbert_trainer.evaluation.embedding_cache import check_cache_path
+from metricbert_trainer.evaluation.encoding import precision_label
 from metricbert_trainer.evaluation.neighbours import METRIC_INF, catalog_views
 from metricbert_trainer.evaluation.scorers import load_encoder
 

@@ -12,7 +12,8 @@ from pathlib import Path
 
 from metricbert_trainer.data.annotations import ON_UNMATCHED, Annotations
 from metricbert_trainer.data.catalog import Catalog, load_catalog
-from metricbert_trainer.evaluation.encoding import PRECISIONS, check_cache_path
+from metricbert_trainer.evaluation.embedding_cache import check_cache_path
+from metricbert_trainer.evaluation.encoding import PRECISIONS
 from metricbert_trainer.evaluation.hybrid import DEFAULT_TFIDF_WEIGHT, with_tfidf
 from metricbert_trainer.evaluation.neighbours import CONCAT, METRIC_INF, mode_label
 from metricbert_trainer.evaluation.scorers import EncoderScorer, Scorer

@@ -44,7 +44,7 @@ from metricbert_trainer.evaluation.candidate_lists import (
     prepared_ranker,
     search_settings,
 )
-from metricbert_trainer.evaluation.encoding import (
+from metricbert_trainer.evaluation.embedding_cache import (
     check_cache_file,
     npz_names,
     read_fingerprinted_npz,

@@ -20,7 +20,7 @@ import numpy as np
 import sklearn
 from scipy import sparse
 
-from metricbert_trainer.evaluation.encoding import (
+from metricbert_trainer.evaluation.embedding_cache import (
     check_cache_file,
     npz_names,
     read_fingerprinted_npz,

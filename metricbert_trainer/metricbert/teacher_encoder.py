@@ -27,13 +27,13 @@ from transformers import AutoModel, AutoTokenizer, PreTrainedTokenizerBase
 from metricbert_trainer.base.collator import field_inputs, unmasked
 from metricbert_trainer.base.distributed import world_size
 from metricbert_trainer.data.token_rows import TokenRows
-from metricbert_trainer.evaluation.encoding import (
+from metricbert_trainer.evaluation.embedding_cache import (
     digest_matrix,
     embedding_fingerprint,
-    encode_texts,
     text_digest,
     write_npz_whole,
 )
+from metricbert_trainer.evaluation.encoding import encode_texts
 from metricbert_trainer.metricbert.guide import batch_token_keys
 
 logger = logging.getLogger(__name__)

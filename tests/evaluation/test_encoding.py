@@ -205,7 +205,7 @@ def test_a_changed_catalog_encodes_only_the_texts_its_cache_lacks(
         lambda module, inputs, output: encoded_rows.append(output.shape[0])
     )
     try:
-        with caplog.at_level(logging.INFO, logger="metricbert_trainer.evaluation.encoding"):
+        with caplog.at_level(logging.INFO, logger="metricbert_trainer.evaluation"):
             updated = encode_catalog(model, tokenizer, grown, cache_path=cache)
             new_texts = {text for field in grown.fields for text in grown.texts(field)} - {
                 text for field in earlier.fields for text in earlier.texts(field)

@@ -1,0 +1,303 @@
+"""The embedding cache: a catalog's vectors kept in an ``.npz`` between calls, and found again.
+
+``encoding.encode_views`` reads a cache whose fingerprint (``embedding_fingerprint``: the model's
+weights and config, the tokenizer, ``max_length``, every text) matches, and otherwise encodes and
+writes one. Each text's 128-bit digest is kept beside the vectors under a fingerprint of the model
+and settings alone, so that a catalog that changed reads back the texts it still holds
+(``EarlierVectors``) and encodes only the others. The TF-IDF and shared-neighbour caches beside an
+embedding cache share its reading and writing (``read_fingerprinted_npz``, ``write_npz_whole``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import numpy as np
+import torch
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+from metricbert_trainer.data.output_files import unwritable_problem
+from metricbert_trainer.errors import UsageError
+
+logger = logging.getLogger(__name__)
+
+# Bump when the embedding recipe (pooling, layer, tokenisation) changes, so old caches are ignored.
+CACHE_FORMAT = "metricbert-embeddings-v1"
+
+
+def text_digest(text: str) -> bytes:
+    """What a cache files a text's vector under: 128 bits of its UTF-8 digest."""
+    return hashlib.blake2b(text.encode("utf-8"), digest_size=16).digest()
+
+
+def text_digests(texts: Sequence[str]) -> list[bytes]:
+    """``text_digest`` of each of ``texts``."""
+    return [text_digest(text) for text in texts]
+
+
+def digest_matrix(digests: Sequence[bytes]) -> np.ndarray:
+    """``text_digest``s as the rows of a ``[len, 16]`` uint8 array, as caches store them: a bytes
+    array ("S16") would drop a digest's trailing zero bytes."""
+    return np.frombuffer(b"".join(digests), dtype=np.uint8).reshape(len(digests), 16)
+
+
+class EarlierVectors:
+    """The vectors an earlier embedding cache holds for the same model and settings, by text
+    digest: what the encoding of a changed catalog reads back instead of encoding again."""
+
+    def __init__(
+        self, views: dict[str, np.ndarray], rows: dict[bytes, tuple[str, int]], precision: str
+    ) -> None:
+        self.views, self.rows, self.precision = views, rows, precision
+
+    @classmethod
+    def read(cls, path: Path, model_fingerprint: str) -> EarlierVectors:
+        """The vectors of the cache at ``path`` when it was written for ``model_fingerprint`` and
+        holds its texts' digests; none otherwise (no file, another model or ``max_length``, a
+        cache written before the digests were kept, 2026-11-29)."""
+        none = cls({}, {}, "")
+        if not path.is_file():
+            return none
+        try:
+            with np.load(path, allow_pickle=False) as stored:
+                if (
+                    "model_fingerprint" not in stored.files
+                    or str(stored["model_fingerprint"]) != model_fingerprint
+                ):
+                    return none
+                names = [name.removeprefix("view:") for name in stored.files if name.startswith("view:")]
+                views = {name: stored[f"view:{name}"] for name in names}
+                digests = {name: stored[f"digest:{name}"] for name in names}
+                precision = str(stored["precision"])
+        except (OSError, ValueError, KeyError):
+            return none
+        rows: dict[bytes, tuple[str, int]] = {}
+        for name in names:
+            for row, digest in enumerate(digests[name]):
+                rows.setdefault(digest.tobytes(), (name, row))
+        return cls(views, rows, precision)
+
+    def updated(
+        self,
+        views: dict[str, list[str]],
+        digests: dict[str, list[bytes]],
+        encode: Callable[[list[str]], np.ndarray],
+        precision: str,
+        path: Path,
+    ) -> tuple[dict[str, np.ndarray], str]:
+        """The matrices of ``views`` (whose texts' ``digests`` are given): the vectors of the texts
+        this cache holds read back, the others encoded by ``encode`` (once each, at ``precision``);
+        and the precisions the result was encoded in."""
+        missing = {
+            digest: text
+            for name, texts in views.items()
+            for text, digest in zip(texts, digests[name], strict=True)
+            if digest not in self.rows
+        }
+        encoded = encode(list(missing.values()))
+        encoded_rows = {digest: row for row, digest in enumerate(missing)}
+        total = sum(len(rows) for rows in digests.values())
+        read_back = total - sum(digest in encoded_rows for rows in digests.values() for digest in rows)
+        logger.info(
+            "Updating the embeddings of %s: %d of %d texts read back, %d distinct texts encoded.",
+            path,
+            read_back,
+            total,
+            len(missing),
+        )
+        precisions = set(self.precision.split(", ")) if read_back else set()
+        precisions |= {precision} if missing else set()
+        matrices = {name: self._gathered(digests[name], encoded, encoded_rows) for name in views}
+        return matrices, ", ".join(sorted(precisions))
+
+    def _gathered(
+        self, digests: list[bytes], encoded: np.ndarray, encoded_rows: dict[bytes, int]
+    ) -> np.ndarray:
+        """One view's matrix: each text's vector from ``encoded`` (row ``encoded_rows[digest]``)
+        when it was encoded now, read back from the earlier cache otherwise."""
+        matrix = np.empty((len(digests), encoded.shape[1]), dtype=np.float32)
+        sources = [("", encoded), *self.views.items()]
+        source_of = {name: index for index, (name, _) in enumerate(sources)}
+        places = np.array(
+            [
+                (0, encoded_rows[digest])
+                if digest in encoded_rows
+                else (source_of[self.rows[digest][0]], self.rows[digest][1])
+                for digest in digests
+            ],
+            dtype=np.int64,
+        ).reshape(-1, 2)
+        for index, (_, vectors) in enumerate(sources):
+            chosen = places[:, 0] == index
+            if chosen.any():
+                matrix[chosen] = vectors[places[chosen, 1]]
+        return matrix
+
+
+def embedding_fingerprint(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    views: dict[str, list[str]],
+    *,
+    max_length: int,
+) -> str:
+    """A hex digest that changes whenever the embeddings of ``views`` could change."""
+    digest = hashlib.blake2b(digest_size=20)
+
+    def add(text: str) -> None:
+        data = text.encode("utf-8")
+        digest.update(len(data).to_bytes(8, "little") + data)
+
+    add(CACHE_FORMAT)
+    add(type(model.base_model).__name__)
+    # Paths and versions do not change the output, so a moved or re-saved model keeps its cache.
+    config = {
+        key: value
+        for key, value in model.config.to_dict().items()
+        if not key.startswith("_") and key != "transformers_version"
+    }
+    add(json.dumps(config, sort_keys=True, default=str))
+    for name, tensor in model.base_model.state_dict().items():
+        # The pooler is unused by mean pooling, and AutoModel initialises it at random when loading
+        # an MLM checkpoint, which would otherwise change the fingerprint on every load.
+        if name.startswith("pooler."):
+            continue
+        add(name)
+        digest.update(tensor.detach().cpu().reshape(-1).contiguous().view(torch.uint8).numpy().tobytes())
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is not None:
+        # Padding and truncation hold the settings of the last call, not properties of the tokenizer.
+        settings = {
+            key: value
+            for key, value in json.loads(backend.to_str()).items()
+            if key not in ("padding", "truncation")
+        }
+        add(json.dumps(settings, sort_keys=True))
+    else:
+        add(json.dumps(tokenizer.get_vocab(), sort_keys=True))
+    add(f"{tokenizer.truncation_side} {max_length}")
+    for name, texts in views.items():
+        add(name)
+        add(str(len(texts)))
+        for text in texts:
+            add(text)
+    return digest.hexdigest()
+
+
+def check_cache_path(path: str | Path) -> Path:
+    """``path`` as a ``Path``, after a ``UsageError`` when it names a folder or a file that is not
+    an embedding cache: a mistyped ``--cache`` (the catalog, say) must not turn a user's file into
+    an npz archive."""
+    return check_cache_file(
+        path, kind="embedding cache", is_cache=is_embedding_cache, instead="name another file for the cache"
+    )
+
+
+def check_cache_file(path: str | Path, *, kind: str, is_cache: Callable[[Path], bool], instead: str) -> Path:
+    """``path`` as a ``Path`` a cache of ``kind`` may be written to, after a ``UsageError`` when it
+    is a folder, a file ``is_cache`` does not recognise (``instead`` says what to do), or
+    unwritable: a cache replaces only what this library wrote as such a cache."""
+    path = Path(path)
+    if path.is_dir():
+        raise UsageError(f"the {kind} {path} is a folder; name an .npz file")
+    if path.exists() and not is_cache(path):
+        article = "an" if kind[0] in "aeiou" else "a"
+        raise UsageError(
+            f"{path} is not {article} {kind} (an .npz this library wrote), so it is not replaced; {instead}"
+        )
+    problem = unwritable_problem(path.parent, option=f"the {kind}", named=path)
+    if problem:
+        raise UsageError(problem)
+    return path
+
+
+def is_embedding_cache(path: Path) -> bool:
+    """Whether ``path`` is an .npz archive laid out as ``write_embedding_cache`` writes one."""
+    names = npz_names(path)
+    return names is not None and (
+        "fingerprint" in names
+        and all(
+            name in ("fingerprint", "model_fingerprint", "precision") or name.startswith(("view:", "digest:"))
+            for name in names
+        )
+    )
+
+
+def npz_names(path: Path) -> list[str] | None:
+    """The array names of the .npz archive at ``path``; ``None`` when it is not one (how each cache
+    tells its own files from a user's)."""
+    try:
+        with np.load(path, allow_pickle=False) as stored:
+            return list(stored.files)
+    except (OSError, ValueError, EOFError):
+        return None
+
+
+def read_fingerprinted_npz(
+    path: Path,
+    fingerprint: str,
+    names: Sequence[str],
+    *,
+    holds: str,
+    cache: str,
+    again: str,
+    log: logging.Logger = logger,
+    optional: Sequence[str] = (),
+) -> dict[str, np.ndarray] | None:
+    """The arrays ``names`` of a cache at ``path`` that ``write_npz_whole`` wrote with a
+    ``fingerprint`` array, when it was written for ``fingerprint``, and those of ``optional`` it
+    holds (a cache written before they were kept lacks them). ``None`` when there is no file,
+    when it was written for something else (said at info: ``path`` holds ``holds``; ``again``) and
+    when it cannot be read or lacks an array of ``names`` (a warning naming the ``cache``): the
+    caller then computes what it keeps again. One reader for the embedding, TF-IDF and lists
+    caches, each saying so through its own module's ``log``."""
+    if not path.is_file():
+        return None
+    try:
+        with np.load(path, allow_pickle=False) as stored:
+            if "fingerprint" not in stored.files or str(stored["fingerprint"]) != fingerprint:
+                log.info("%s holds %s; %s.", path, holds, again)
+                return None
+            held = [name for name in optional if name in stored.files]
+            return {name: stored[name] for name in [*names, *held]}
+    except (OSError, ValueError, KeyError) as error:
+        log.warning("Cannot read the %s %s (%s); %s.", cache, path, error, again)
+        return None
+
+
+def write_embedding_cache(
+    path: Path,
+    fingerprint: str,
+    model_fingerprint: str,
+    embeddings: dict[str, np.ndarray],
+    digests: dict[str, list[bytes]],
+    precision: str,
+) -> None:
+    """The views' matrices under the catalog's ``fingerprint``, and each text's digest under the
+    ``model_fingerprint`` (model, tokenizer and ``max_length`` alone), for a later catalog's update."""
+    write_npz_whole(
+        path,
+        fingerprint=np.array(fingerprint),
+        model_fingerprint=np.array(model_fingerprint),
+        precision=np.array(precision),
+        **{f"view:{name}": matrix for name, matrix in embeddings.items()},
+        **{f"digest:{name}": digest_matrix(rows) for name, rows in digests.items()},
+    )
+    logger.info("Wrote embeddings to %s.", path)
+
+
+def write_npz_whole(path: Path, **arrays: np.ndarray) -> None:
+    """``np.savez(path, **arrays)``, written beside and renamed, so an interrupted run never leaves
+    a truncated archive behind, and a full disk no half-written one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(path.name + ".partial.npz")
+    try:
+        np.savez(partial, **arrays)
+        partial.replace(path)
+    except OSError:
+        partial.unlink(missing_ok=True)
+        raise
