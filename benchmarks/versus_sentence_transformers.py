@@ -22,7 +22,8 @@ runs (under the GPU's bf16 autocast) and the fp32 rows stay fp32 (TF32 off, torc
 on the same titles and descriptions, batch 32, at the same precision (fp32 on a CPU, bf16
 autocast on a GPU); the median of ``--rounds``; the ratio. On a CPU with bf16 instructions both
 also run under bf16 autocast (``encode_texts(precision="bf16")``, what ``--precision bf16`` of the
-commands runs), with each side's bf16 rate beside its fp32 one.
+commands runs), with each side's bf16 rate beside its fp32 one; with ``--avx2_kernels`` too, where
+they time what emulated bf16 costs a CPU without those instructions.
 """
 
 from __future__ import annotations

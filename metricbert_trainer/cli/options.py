@@ -10,6 +10,7 @@ import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from metricbert_trainer.base.config import cpu_flags
 from metricbert_trainer.data.annotations import ON_UNMATCHED, Annotations
 from metricbert_trainer.data.catalog import Catalog, load_catalog
 from metricbert_trainer.evaluation.embedding_cache import check_cache_path
@@ -164,9 +165,25 @@ def add_precision(parser: argparse.ArgumentParser) -> None:
         choices=PRECISIONS,
         default="auto",
         help="Precision of the encoding: auto (bf16 on CUDA, fp32 on a CPU), bf16 (also on a CPU, where one "
-        "with AVX512-BF16 or AMX encodes about 2.3 times as fast; the rankings move a little: "
-        "docs/evaluation.md) or fp32.",
+        "with AVX512-BF16 or AMX encodes about 2.3 times as fast, one without them 4 times slower; the "
+        "rankings move a little: docs/evaluation.md) or fp32.",
     )
+
+
+# The CPU flags of native bf16 arithmetic; without them autocast emulates bf16.
+BF16_INSTRUCTIONS = frozenset({"amx_bf16", "avx512_bf16"})
+
+
+def warn_of_emulated_bf16(precision: str, device, flags: set[str] | None = None) -> None:
+    """A warning when ``--precision bf16`` asks a CPU without bf16 instructions (``flags``, this
+    CPU's by default) to encode: it emulates bf16 at a quarter of fp32's speed (docs/evaluation.md)."""
+    if precision != "bf16" or str(device).split(":")[0] != "cpu":
+        return
+    if not BF16_INSTRUCTIONS & (cpu_flags() if flags is None else flags):
+        logger.warning(
+            "--precision bf16 on a CPU without bf16 instructions (AVX512-BF16, AMX): bf16 is emulated, "
+            "about 4 times slower than fp32 (docs/evaluation.md); leave --precision at auto here."
+        )
 
 
 def add_shared_neighbour_weight(parser: argparse.ArgumentParser) -> None:
@@ -247,6 +264,7 @@ def encoder_scorer(
 ) -> EncoderScorer:
     """The library's scorer of an encoder under ``mode``, with the command's batch size and
     truncation, named as its result rows are, encoding at ``precision``."""
+    warn_of_emulated_bf16(precision, model.device)
     return EncoderScorer(
         model,
         tokenizer,

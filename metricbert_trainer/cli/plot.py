@@ -15,6 +15,7 @@ from metricbert_trainer.cli.options import (
     integer_at_least,
     load_cli_catalog,
     overwrite_options,
+    warn_of_emulated_bf16,
 )
 from metricbert_trainer.data.catalog import catalog_column
 from metricbert_trainer.data.output_files import check_new_files
@@ -75,6 +76,7 @@ def run(args: argparse.Namespace) -> int:
     catalog = load_cli_catalog(args)
     labels = catalog_column(args.catalog, catalog, args.column, id_column=args.id_column)
     pairs = [load_encoder(path, device=args.device) for path in (resolve_model_name(before), str(checkpoint))]
+    warn_of_emulated_bf16(args.precision, pairs[0][0].device)
     path = plot_catalog_before_after(
         pairs[0],
         pairs[1],

@@ -10,6 +10,7 @@ import pytest
 
 from metricbert_trainer.base.modeling import DEFAULT_MODEL
 from metricbert_trainer.cli import main
+from metricbert_trainer.cli.options import warn_of_emulated_bf16
 from metricbert_trainer.evaluation.hybrid import DEFAULT_TFIDF_WEIGHT
 from metricbert_trainer.evaluation.shared_neighbours import DEFAULT_NEIGHBOURS
 
@@ -357,6 +358,18 @@ def test_encode_evaluate_and_recommend_encode_at_the_precision_asked(
     with pytest.raises(SystemExit) as refused:
         main([*recommend, "--precision", "fp16"])
     assert refused.value.code == 2 and "invalid choice: 'fp16'" in capsys.readouterr().err
+
+
+def test_bf16_asked_of_a_cpu_without_bf16_instructions_is_warned_of(caplog):
+    with caplog.at_level("WARNING", logger="metricbert_trainer.cli"):
+        warn_of_emulated_bf16("bf16", "cpu", flags={"avx2", "fma", "avx512f"})
+        assert "bf16 is emulated, about 4 times slower than fp32" in caplog.text
+        caplog.clear()
+        warn_of_emulated_bf16("bf16", "cpu", flags={"avx2", "avx512_bf16"})  # Zen 4 and 5
+        warn_of_emulated_bf16("bf16", "cpu", flags={"amx_bf16"})  # Sapphire Rapids and later
+        warn_of_emulated_bf16("auto", "cpu", flags={"avx2"})
+        warn_of_emulated_bf16("bf16", "cuda:0", flags=set())
+    assert not caplog.records
 
 
 def test_the_default_models_hub_id_names_the_copy_shipped_on_pypi(files, capsys):
