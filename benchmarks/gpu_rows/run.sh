@@ -4,7 +4,8 @@
 # sentence-transformers at both precisions, then end to end on data/debian, default against no-MLM.
 # Each row's first 3 steps after the warm-up are profiled, untimed ($OUT/profiles: kernels' busy share and
 # operators a step, which check the CPU's operator counts that predicted the ratios: RESULTS.md).
-# Tested on a CPU with DEVICE=cpu ROUNDS=1 WARMUP=1 STEPS=4 E2E_EXTRA="--use_cpu true".
+# Tested on a CPU with DEVICE=cpu ROUNDS=1 WARMUP=1 STEPS=1 E2E_EXTRA="--use_cpu true" (2026-11-27, before the
+# profiles); the profiled comparison on its own since (--rounds 1 --warmup 1 --steps 4: STEPS must exceed 3).
 cd "$(dirname "$0")/../.." || exit 1
 export PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 PY=${PY:-python3}
