@@ -957,7 +957,7 @@ def prepared_recommend_files(items: int, folder: Path) -> tuple[Path, Path]:
     from metricbert_trainer.base.modeling import DEFAULT_MODEL, resolve_model_name
     from metricbert_trainer.data.catalog import load_catalog
     from metricbert_trainer.evaluation.embedding_cache import (
-        embedding_fingerprint,
+        embedding_fingerprints,
         text_digests,
         write_embedding_cache,
     )
@@ -972,8 +972,7 @@ def prepared_recommend_files(items: int, folder: Path) -> tuple[Path, Path]:
     vectors = clustered_views(len(catalog), 384)
     write_embedding_cache(
         cache_path,
-        embedding_fingerprint(model, tokenizer, views, max_length=128),
-        embedding_fingerprint(model, tokenizer, {}, max_length=128),
+        *embedding_fingerprints(model, tokenizer, views, max_length=128),
         {name: vectors[name] for name in views},
         {name: text_digests(texts) for name, texts in views.items()},
         "fp32",

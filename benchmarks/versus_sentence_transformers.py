@@ -44,7 +44,7 @@ from datasets import Dataset
 from step_timer import StepProfiler, StepTimer
 from transformers import AutoTokenizer
 
-from metricbert_trainer.base.config import cpu_flags
+from metricbert_trainer.base.config import has_bf16_instructions
 from metricbert_trainer.base.modeling import DEFAULT_MODEL, load_masked_lm, resolve_model_name
 from metricbert_trainer.data.catalog import load_catalog
 from metricbert_trainer.evaluation.encoding import encode_texts
@@ -289,7 +289,7 @@ def run_training(arguments: argparse.Namespace) -> None:
             for label, build in configurations
             if label in BASELINES or any(part in label for part in arguments.only)
         ]
-    if arguments.avx2_kernels or (device == "cpu" and not {"amx_bf16", "avx512_bf16"} & cpu_flags()):
+    if arguments.avx2_kernels or (device == "cpu" and not has_bf16_instructions()):
         # Without bf16 instructions autocast emulates bf16: the rows would time what nobody runs.
         configurations = [(label, build) for label, build in configurations if "bf16" not in label]
     if arguments.skip:
@@ -391,7 +391,7 @@ def run_encoding(arguments: argparse.Namespace) -> None:
             texts, batch_size=BATCH_SIZE, convert_to_numpy=True
         ),
     }
-    cpu_bf16 = arguments.device == "cpu" and bool({"amx_bf16", "avx512_bf16"} & cpu_flags())
+    cpu_bf16 = arguments.device == "cpu" and has_bf16_instructions()
     if cpu_bf16:
         sides |= {
             "ours: encode_texts, bf16 autocast": lambda: encode_texts(

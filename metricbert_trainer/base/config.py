@@ -51,6 +51,16 @@ def cpu_trains_faster_in_bf16() -> bool:
     return bf16_pays_on(cpu_flags(fields), *cpu_identity(fields))
 
 
+# The CPU flags of native bf16 arithmetic; without them autocast emulates bf16, at a quarter of
+# fp32's speed when encoding (benchmarks/RESULTS.md, "Encoding in bf16 on a CPU").
+BF16_INSTRUCTIONS = frozenset({"amx_bf16", "avx512_bf16"})
+
+
+def has_bf16_instructions(flags: set[str] | None = None) -> bool:
+    """Whether a CPU with ``flags`` (this one's by default, ``cpu_flags``) computes bf16 natively."""
+    return bool(BF16_INSTRUCTIONS & (cpu_flags() if flags is None else flags))
+
+
 # AMD's family 26, Zen 5: AVX512-BF16 on full-width 512-bit units.
 AMD_ZEN5 = ("AuthenticAMD", 26)
 

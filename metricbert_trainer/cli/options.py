@@ -10,7 +10,7 @@ import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from metricbert_trainer.base.config import cpu_flags
+from metricbert_trainer.base.config import has_bf16_instructions
 from metricbert_trainer.data.annotations import ON_UNMATCHED, Annotations
 from metricbert_trainer.data.catalog import Catalog, load_catalog
 from metricbert_trainer.evaluation.embedding_cache import check_cache_path
@@ -170,16 +170,12 @@ def add_precision(parser: argparse.ArgumentParser) -> None:
     )
 
 
-# The CPU flags of native bf16 arithmetic; without them autocast emulates bf16.
-BF16_INSTRUCTIONS = frozenset({"amx_bf16", "avx512_bf16"})
-
-
 def warn_of_emulated_bf16(precision: str, device, flags: set[str] | None = None) -> None:
     """A warning when ``--precision bf16`` asks a CPU without bf16 instructions (``flags``, this
     CPU's by default) to encode: it emulates bf16 at a quarter of fp32's speed (docs/evaluation.md)."""
     if precision != "bf16" or str(device).split(":")[0] != "cpu":
         return
-    if not BF16_INSTRUCTIONS & (cpu_flags() if flags is None else flags):
+    if not has_bf16_instructions(flags):
         logger.warning(
             "--precision bf16 on a CPU without bf16 instructions (AVX512-BF16, AMX): bf16 is emulated, "
             "about 4 times slower than fp32 (docs/evaluation.md); leave --precision at auto here."

@@ -146,6 +146,18 @@ def embedding_fingerprint(
     max_length: int,
 ) -> str:
     """A hex digest that changes whenever the embeddings of ``views`` could change."""
+    return embedding_fingerprints(model, tokenizer, views, max_length=max_length)[0]
+
+
+def embedding_fingerprints(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    views: dict[str, list[str]],
+    *,
+    max_length: int,
+) -> tuple[str, str]:
+    """``embedding_fingerprint`` of ``views``, and of no views (the model and settings alone, what
+    a cache's texts are filed under for a later catalog's update), the model hashed once for both."""
     digest = hashlib.blake2b(digest_size=20)
 
     def add(text: str) -> None:
@@ -180,12 +192,13 @@ def embedding_fingerprint(
     else:
         add(json.dumps(tokenizer.get_vocab(), sort_keys=True))
     add(f"{tokenizer.truncation_side} {max_length}")
+    model_alone = digest.hexdigest()
     for name, texts in views.items():
         add(name)
         add(str(len(texts)))
         for text in texts:
             add(text)
-    return digest.hexdigest()
+    return digest.hexdigest(), model_alone
 
 
 def check_cache_path(path: str | Path) -> Path:

@@ -29,7 +29,7 @@ from metricbert_trainer.data.lengths import catalog_token_ids
 from metricbert_trainer.evaluation.embedding_cache import (
     EarlierVectors,
     check_cache_path,
-    embedding_fingerprint,
+    embedding_fingerprints,
     read_fingerprinted_npz,
     text_digests,
     write_embedding_cache,
@@ -281,7 +281,7 @@ def encode_views(
     if cache_path is None:
         return {name: encode(texts) for name, texts in views.items()}
     cache_path = check_cache_path(cache_path)
-    fingerprint = embedding_fingerprint(model, tokenizer, views, max_length=max_length)
+    fingerprint, model_fingerprint = embedding_fingerprints(model, tokenizer, views, max_length=max_length)
     cached = read_fingerprinted_npz(
         cache_path,
         fingerprint,
@@ -296,7 +296,6 @@ def encode_views(
         encoded = f"encoded in {cached['precision']}" if "precision" in cached else "precision not recorded"
         logger.info("Reusing embeddings from %s (%s).", cache_path, encoded)
         return {name: cached[f"view:{name}"] for name in views}
-    model_fingerprint = embedding_fingerprint(model, tokenizer, {}, max_length=max_length)
     earlier = EarlierVectors.read(cache_path, model_fingerprint)
     digests = {name: text_digests(texts) for name, texts in views.items()}
     encoded_in = precision_label(next(model.parameters()).device, precision)
