@@ -61,10 +61,14 @@ def _jobs(trainer) -> list[type]:
     ]
 
 
-def test_each_family_starts_with_its_publishing_jobs(tmp_path, tiny_model_path, tokenizer, wine_items):
+def test_each_family_starts_with_its_publishing_jobs(
+    tmp_path, tiny_model_path, tokenizer, wine_items, monkeypatch
+):
     trainer = _trainer(tmp_path, tiny_model_path, tokenizer, wine_items)
     assert _jobs(trainer) == [SentenceTransformersFilesCallback, ModelCardCallback, LossPlotCallback]
-    # A tagger is no sentence encoder: its folder gets no sentence-transformers files.
+    # A tagger is no sentence encoder: its folder gets no sentence-transformers files. Without
+    # args it writes to <model>-ner in the working directory, which must not be the checkout's.
+    monkeypatch.chdir(tmp_path)
     tagger = NerTrainer(
         str(tiny_model_path), labels=["O", "B-WINERY", "I-WINERY"], args=None, train_dataset=None
     )
