@@ -84,7 +84,9 @@ options follow ``--``) in the same way.
 
 ``update-cache``: ``metricbert encode --cache`` on a catalog of ``--items`` items (the recommend
 row's catalog and synthetic cache) that gained ``--added`` new items: the time and peak memory of
-the whole command, which reads back every text the cache holds and encodes the new items' alone.
+the whole command, which reads back every text the cache holds and encodes the new items' alone;
+then the same command again, which reads the updated cache back whole (the memory a cache that
+matches costs, beside which the update's is judged).
 
 ``start``: the catalog recipe (``recipes/train_catalog.py``) as a user launches it, stopped after
 two steps (``--max_steps 2``: one step's schedule would be all warm-up), on a catalog of ``--items`` wine texts drawn with replacement,
@@ -139,6 +141,7 @@ import gc
 import os
 import re
 import statistics
+import subprocess
 import time
 from pathlib import Path
 
@@ -980,10 +983,20 @@ def prepared_recommend_files(items: int, folder: Path) -> tuple[Path, Path]:
     return catalog_path, cache_path
 
 
+def timed_command(command: list[str]) -> tuple[subprocess.CompletedProcess, float, float]:
+    """``command`` run to its end in a process of its own (an error if it fails), with its wall
+    time in seconds and its peak resident memory in GiB (``/usr/bin/time``'s, its last stderr line)."""
+    started = time.perf_counter()
+    finished = subprocess.run(
+        ["/usr/bin/time", "-f", "%M", *command], capture_output=True, text=True, check=True
+    )
+    seconds = time.perf_counter() - started
+    return finished, seconds, int(finished.stderr.strip().splitlines()[-1]) / 2**20
+
+
 def run_update_cache(arguments: argparse.Namespace) -> None:
     """``metricbert encode --cache`` as a user runs it on a catalog of ``--items`` items that gained
     ``--added`` new ones since its cache was written: only the new items' texts are encoded."""
-    import subprocess
     import sys
 
     import pandas as pd
@@ -1003,23 +1016,24 @@ def run_update_cache(arguments: argparse.Namespace) -> None:
         sys.executable, "-m", "metricbert_trainer.cli", "encode", "--model", resolve_model_name(DEFAULT_MODEL),
         "--catalog", str(grown), "--cache", str(cache),
     ]  # fmt: skip
-    started = time.perf_counter()
-    finished = subprocess.run(
-        ["/usr/bin/time", "-f", "%M", *command], capture_output=True, text=True, check=True
+    print(f"`metricbert {' '.join(command[3:])}`, twice\n")
+    print(
+        "| items in the cache | items added | call | whole command, s | peak RSS GiB |\n"
+        "|---:|---:|---|---:|---:|"
     )
-    seconds = time.perf_counter() - started
-    peak = int(finished.stderr.strip().splitlines()[-1]) / 2**20
-    said = [line for line in finished.stderr.splitlines() if "Updating the embeddings" in line]
-    print(f"`metricbert {' '.join(command[3:])}`\n")
-    print("| items in the cache | items added | whole command, s | peak RSS GiB |\n|---:|---:|---:|---:|")
-    print(f"| {arguments.items:,} | {arguments.added:,} | {seconds:.1f} | {peak:.2f} |\n")
-    print("\n".join([*said, finished.stdout.strip()]))
+    said = []
+    for call in ("first (updates the cache)", "second (reads it back)"):
+        finished, seconds, peak = timed_command(command)
+        print(
+            f"| {arguments.items:,} | {arguments.added:,} | {call} | {seconds:.1f} | {peak:.2f} |", flush=True
+        )
+        said += [line for line in finished.stderr.splitlines() if "embeddings" in line]
+    print("\n".join(["", *said, finished.stdout.strip()]))
 
 
 def run_recommend(arguments: argparse.Namespace) -> None:
     """``metricbert recommend --cache`` as a user runs it, twice in a row on one catalog: the first
     call fits and lists what the cache then keeps, the second reads it all back."""
-    import subprocess
     import sys
 
     from metricbert_trainer.base.modeling import DEFAULT_MODEL, resolve_model_name
@@ -1045,12 +1059,7 @@ def run_recommend(arguments: argparse.Namespace) -> None:
     )
     print("| items | call | s | peak RSS GiB |\n|---:|---|---:|---:|")
     for call in ("first (fits, lists, writes the caches)", "second (reads them back)"):
-        started = time.perf_counter()
-        finished = subprocess.run(
-            ["/usr/bin/time", "-f", "%M", *command], capture_output=True, text=True, check=True
-        )
-        seconds = time.perf_counter() - started
-        peak = int(finished.stderr.strip().splitlines()[-1]) / 2**20
+        finished, seconds, peak = timed_command(command)
         print(f"| {arguments.items:,} | {call} | {seconds:.1f} | {peak:.2f} |", flush=True)
     print("\n" + finished.stdout)
     if arguments.all:
@@ -1173,7 +1182,6 @@ def run_start(arguments: argparse.Namespace) -> None:
     """The catalog recipe to its second step at ``--items`` items, in a process of its own."""
     import json
     import shutil
-    import subprocess
     import sys
 
     OUTPUTS.mkdir(parents=True, exist_ok=True)

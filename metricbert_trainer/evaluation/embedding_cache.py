@@ -13,8 +13,10 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from collections.abc import Callable, Sequence
+import zipfile
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import IO
 
 import numpy as np
 import torch
@@ -45,21 +47,32 @@ def digest_matrix(digests: Sequence[bytes]) -> np.ndarray:
     return np.frombuffer(b"".join(digests), dtype=np.uint8).reshape(len(digests), 16)
 
 
+# Rows of an earlier cache's view read at a time by an update: 16,384 vectors of 384 floats are
+# 24 MiB, where reading a view whole held a second copy of the catalog's vectors (1.5 GiB a view at
+# a million items of MiniLM) beside the matrices being filled.
+BLOCK_ROWS = 16_384
+
+# What reading a damaged or foreign archive raises (a truncated member, a CRC that fails at its end).
+UNREADABLE = (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile)
+
+
 class EarlierVectors:
     """The vectors an earlier embedding cache holds for the same model and settings, by text
-    digest: what the encoding of a changed catalog reads back instead of encoding again."""
+    digest: what the encoding of a changed catalog reads back instead of encoding again. Only the
+    digests are held; the vectors are read from the file a block of rows at a time, straight into
+    the matrices they fill (``updated``)."""
 
     def __init__(
-        self, views: dict[str, np.ndarray], rows: dict[bytes, tuple[str, int]], precision: str
+        self, path: Path, rows: dict[bytes, tuple[str, int]], widths: dict[str, int], precision: str
     ) -> None:
-        self.views, self.rows, self.precision = views, rows, precision
+        self.path, self.rows, self.widths, self.precision = path, rows, widths, precision
 
     @classmethod
     def read(cls, path: Path, model_fingerprint: str) -> EarlierVectors:
-        """The vectors of the cache at ``path`` when it was written for ``model_fingerprint`` and
-        holds its texts' digests; none otherwise (no file, another model or ``max_length``, a
-        cache written before the digests were kept, 2026-11-29)."""
-        none = cls({}, {}, "")
+        """The digests of the cache at ``path`` when it was written for ``model_fingerprint`` and
+        holds them; none otherwise (no file, another model or ``max_length``, a cache written
+        before the digests were kept, 2026-11-29)."""
+        none = cls(path, {}, {}, "")
         if not path.is_file():
             return none
         try:
@@ -70,16 +83,19 @@ class EarlierVectors:
                 ):
                     return none
                 names = [name.removeprefix("view:") for name in stored.files if name.startswith("view:")]
-                views = {name: stored[f"view:{name}"] for name in names}
                 digests = {name: stored[f"digest:{name}"] for name in names}
                 precision = str(stored["precision"])
-        except (OSError, ValueError, KeyError):
+            with zipfile.ZipFile(path) as archive:
+                headers = {name: _npy_header(archive, f"view:{name}.npy") for name in names}
+        except UNREADABLE:
             return none
+        if any(fortran_order for _, fortran_order, _ in headers.values()):
+            return none  # not written by this library, whose matrices are C-ordered
         rows: dict[bytes, tuple[str, int]] = {}
         for name in names:
             for row, digest in enumerate(digests[name]):
                 rows.setdefault(digest.tobytes(), (name, row))
-        return cls(views, rows, precision)
+        return cls(path, rows, {name: shape[1] for name, (shape, _, _) in headers.items()}, precision)
 
     def updated(
         self,
@@ -87,11 +103,13 @@ class EarlierVectors:
         digests: dict[str, list[bytes]],
         encode: Callable[[list[str]], np.ndarray],
         precision: str,
-        path: Path,
+        *,
+        block_rows: int = BLOCK_ROWS,
     ) -> tuple[dict[str, np.ndarray], str]:
         """The matrices of ``views`` (whose texts' ``digests`` are given): the vectors of the texts
-        this cache holds read back, the others encoded by ``encode`` (once each, at ``precision``);
-        and the precisions the result was encoded in."""
+        this cache holds read back (``block_rows`` of a stored view at a time), the others encoded
+        by ``encode`` (once each, at ``precision``); and the precisions the result was encoded in.
+        Raises one of ``UNREADABLE`` when the cache's vectors cannot be read back whole."""
         missing = {
             digest: text
             for name, texts in views.items()
@@ -104,24 +122,46 @@ class EarlierVectors:
         read_back = total - sum(digest in encoded_rows for rows in digests.values() for digest in rows)
         logger.info(
             "Updating the embeddings of %s: %d of %d texts read back, %d distinct texts encoded.",
-            path,
+            self.path,
             read_back,
             total,
             len(missing),
         )
         precisions = set(self.precision.split(", ")) if read_back else set()
         precisions |= {precision} if missing else set()
-        matrices = {name: self._gathered(digests[name], encoded, encoded_rows) for name in views}
+        sources = ["", *self.widths]  # "" is this call's encoding, the others this cache's views
+        source_of = {name: index for index, name in enumerate(sources)}
+        places = {name: self._places(digests[name], encoded_rows, source_of) for name in views}
+        width = next(iter(self.widths.values()))
+        matrices = {name: np.empty((len(digests[name]), width), dtype=np.float32) for name in views}
+        for name, (source, row) in places.items():
+            chosen = np.flatnonzero(source == 0)
+            matrices[name][chosen] = encoded[row[chosen]]
+        for index, stored in enumerate(sources[1:], start=1):
+            # Each matrix's rows from this view, in the view's order, to be filled block by block.
+            wanted = {}
+            for name, (source, row) in places.items():
+                chosen = np.flatnonzero(source == index)
+                order = np.argsort(row[chosen], kind="stable")
+                wanted[name] = (chosen[order], row[chosen][order])
+            if not any(len(rows) for _, rows in wanted.values()):
+                continue  # a view whose texts all came first in another, or left the catalog
+            for first, block in self._blocks(stored, block_rows):
+                for name, (destinations, rows) in wanted.items():
+                    start, stop = np.searchsorted(rows, [first, first + len(block)])
+                    # A text repeated across the catalog is read from one row, which fills many:
+                    # copied block_rows at a time, as many repeats never make a copy of their own.
+                    for part in range(start, stop, block_rows):
+                        end = min(part + block_rows, stop)
+                        matrices[name][destinations[part:end]] = block[rows[part:end] - first]
         return matrices, ", ".join(sorted(precisions))
 
-    def _gathered(
-        self, digests: list[bytes], encoded: np.ndarray, encoded_rows: dict[bytes, int]
-    ) -> np.ndarray:
-        """One view's matrix: each text's vector from ``encoded`` (row ``encoded_rows[digest]``)
-        when it was encoded now, read back from the earlier cache otherwise."""
-        matrix = np.empty((len(digests), encoded.shape[1]), dtype=np.float32)
-        sources = [("", encoded), *self.views.items()]
-        source_of = {name: index for index, (name, _) in enumerate(sources)}
+    def _places(
+        self, digests: list[bytes], encoded_rows: dict[bytes, int], source_of: dict[str, int]
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Where each of ``digests``' vectors comes from: the index of its source in ``source_of``
+        (0, this call's encoding, at row ``encoded_rows[digest]``; or a view of this cache) and its
+        row there."""
         places = np.array(
             [
                 (0, encoded_rows[digest])
@@ -131,11 +171,31 @@ class EarlierVectors:
             ],
             dtype=np.int64,
         ).reshape(-1, 2)
-        for index, (_, vectors) in enumerate(sources):
-            chosen = places[:, 0] == index
-            if chosen.any():
-                matrix[chosen] = vectors[places[chosen, 1]]
-        return matrix
+        return places[:, 0], places[:, 1]
+
+    def _blocks(self, name: str, block_rows: int) -> Iterator[tuple[int, np.ndarray]]:
+        """The rows of this cache's view ``name``, ``block_rows`` at a time, each with the index of
+        its first row: read from the archive as they are needed, never the view whole."""
+        with zipfile.ZipFile(self.path) as archive, archive.open(f"view:{name}.npy") as member:
+            shape, _, dtype = _npy_header_of(member)
+            for first in range(0, shape[0], block_rows):
+                count = min(block_rows, shape[0] - first)
+                data = member.read(count * shape[1] * dtype.itemsize)
+                yield first, np.frombuffer(data, dtype=dtype).reshape(count, shape[1])
+
+
+def _npy_header(archive: zipfile.ZipFile, member: str) -> tuple[tuple[int, ...], bool, np.dtype]:
+    """The shape, order and dtype of the .npy file ``member`` of ``archive``."""
+    with archive.open(member) as stream:
+        return _npy_header_of(stream)
+
+
+def _npy_header_of(stream: IO[bytes]) -> tuple[tuple[int, ...], bool, np.dtype]:
+    """The shape, order and dtype of the .npy ``stream``, which is left at its first byte of data."""
+    version = np.lib.format.read_magic(stream)
+    if version == (1, 0):
+        return np.lib.format.read_array_header_1_0(stream)
+    return np.lib.format.read_array_header_2_0(stream)
 
 
 def embedding_fingerprint(

@@ -27,6 +27,7 @@ from metricbert_trainer.base.pooling import mean_pool
 from metricbert_trainer.data.catalog import Catalog
 from metricbert_trainer.data.lengths import catalog_token_ids
 from metricbert_trainer.evaluation.embedding_cache import (
+    UNREADABLE,
     EarlierVectors,
     check_cache_path,
     embedding_fingerprints,
@@ -299,9 +300,15 @@ def encode_views(
     earlier = EarlierVectors.read(cache_path, model_fingerprint)
     digests = {name: text_digests(texts) for name, texts in views.items()}
     encoded_in = precision_label(next(model.parameters()).device, precision)
+    embeddings = None
     if earlier.rows:
-        embeddings, encoded_in = earlier.updated(views, digests, encode, encoded_in, cache_path)
-    else:
+        try:
+            embeddings, encoded_in = earlier.updated(views, digests, encode, encoded_in)
+        except UNREADABLE as error:
+            logger.warning(
+                "Cannot read the embedding cache %s back (%s); encoding every text.", cache_path, error
+            )
+    if embeddings is None:
         embeddings = {name: encode(texts) for name, texts in views.items()}
     if not across_processes or not torch.distributed.is_initialized() or torch.distributed.get_rank() == 0:
         # Once: every process holds the same vectors.

@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import logging
+import struct
+import zipfile
 
 import numpy as np
 import pandas as pd
@@ -9,7 +11,18 @@ import torch
 from transformers import AutoModel, AutoModelForMaskedLM, AutoTokenizer
 
 from metricbert_trainer.data.catalog import load_catalog
-from metricbert_trainer.evaluation.encoding import encode_catalog, encode_texts, inference_session
+from metricbert_trainer.evaluation.embedding_cache import (
+    BLOCK_ROWS,
+    EarlierVectors,
+    embedding_fingerprints,
+    text_digests,
+)
+from metricbert_trainer.evaluation.encoding import (
+    encode_catalog,
+    encode_texts,
+    encode_views,
+    inference_session,
+)
 
 TEXTS = [
     "Crisp and dry.",
@@ -189,6 +202,76 @@ def test_bf16_rounds_the_vectors_and_a_cache_says_which_precision_encoded_it(
         assert f"Reusing embeddings from {cache} (precision not recorded)." in caplog.messages
     with pytest.raises(ValueError, match="Unknown precision 'fp16'"):
         encode_texts(model, tokenizer, TEXTS, precision="fp16")
+
+
+def test_an_update_reads_each_earlier_vector_back_exactly_whatever_the_block(tiny, catalog, tmp_path):
+    """The earlier cache's views are read a block of rows at a time, straight into the new
+    matrices: each text it holds must come back bit for bit wherever it now sits (another row,
+    another view), whether a block holds one row, a few, or the whole view."""
+    model, tokenizer = tiny
+    earlier_views = {field: catalog.texts(field)[:30] for field in catalog.fields}
+    cache = tmp_path / "embeddings.npz"
+    earlier = encode_views(model, tokenizer, earlier_views, cache_path=cache)
+    vector_of = {
+        text: earlier[field][row] for field, texts in earlier_views.items() for row, text in enumerate(texts)
+    }
+    titles, descriptions = earlier_views["title"], earlier_views["description"]
+    new_texts = ["A wine no cache has seen.", "Nor this one."]
+    views = {  # reordered, some items gone, a title now a description, repeats, new texts
+        "title": [new_texts[0], *titles[25:2:-3], descriptions[4], titles[5], titles[5]],
+        "description": [*descriptions[::-2], new_texts[1], new_texts[0]],
+    }
+    digests = {name: text_digests(texts) for name, texts in views.items()}
+    model_fingerprint = embedding_fingerprints(model, tokenizer, views, max_length=128)[1]
+    asked = []
+
+    def encode(texts):
+        asked.append(texts)
+        return encode_texts(model, tokenizer, texts)
+
+    results = []
+    for block_rows in (1, 7, BLOCK_ROWS):
+        stored = EarlierVectors.read(cache, model_fingerprint)
+        matrices, precision = stored.updated(views, digests, encode, "fp32", block_rows=block_rows)
+        assert asked.pop() == new_texts and precision == "fp32"
+        results.append(matrices)
+    fresh = dict(zip(new_texts, encode_texts(model, tokenizer, new_texts), strict=True))
+    for name, texts in views.items():
+        for row, text in enumerate(texts):
+            np.testing.assert_array_equal(results[0][name][row], vector_of.get(text, fresh.get(text)))
+        for other in results[1:]:
+            np.testing.assert_array_equal(other[name], results[0][name])
+
+
+def test_an_update_whose_earlier_vectors_are_damaged_encodes_every_text(tiny, wines_csv, tmp_path, caplog):
+    """The earlier vectors are read while the update runs, not before: a view damaged on disk
+    (found by its CRC once read to its end) must still end in every text encoded and a sound cache.
+    The views are larger than the 4 KiB the archive reads with their headers, whose CRC would
+    otherwise be checked, and fail, before the update starts."""
+    model, tokenizer = tiny
+    catalog = load_catalog(pd.read_csv(wines_csv, dtype=str, nrows=120)[["id", "title", "description"]])
+    cache = tmp_path / "embeddings.npz"
+    earlier = {field: catalog.texts(field)[:100] for field in catalog.fields}
+    encode_views(model, tokenizer, earlier, cache_path=cache)
+    with zipfile.ZipFile(cache) as archive:
+        member = archive.getinfo("view:title.npy")
+    data = bytearray(cache.read_bytes())
+    # The member's local header: 30 bytes, then its name and extra field, whose lengths it holds.
+    name_length, extra_length = struct.unpack_from("<HH", data, member.header_offset + 26)
+    data[member.header_offset + 30 + name_length + extra_length + 8000] ^= 0xFF  # past the first 4 KiB
+    cache.write_bytes(bytes(data))
+    views = {field: catalog.texts(field) for field in catalog.fields}
+    with caplog.at_level(logging.INFO, logger="metricbert_trainer.evaluation"):
+        updated = encode_views(model, tokenizer, views, cache_path=cache)
+        assert any(
+            message.startswith(f"Cannot read the embedding cache {cache} back") for message in caplog.messages
+        )
+        again = encode_views(model, tokenizer, views, cache_path=cache)
+        assert any(message.startswith(f"Reusing embeddings from {cache}") for message in caplog.messages)
+    alone = encode_views(model, tokenizer, views)
+    for field in views:
+        np.testing.assert_array_equal(updated[field], alone[field])
+        np.testing.assert_array_equal(again[field], alone[field])
 
 
 def test_a_changed_catalog_encodes_only_the_texts_its_cache_lacks(
