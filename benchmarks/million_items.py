@@ -3,6 +3,7 @@
     python benchmarks/million_items.py keys --texts 200000 --tokens 128
     python benchmarks/million_items.py storage
     python benchmarks/million_items.py cache --texts 300000
+    python benchmarks/million_items.py node-cache --texts 250000
     python benchmarks/million_items.py search --items 130000 --queries 2000
     python benchmarks/million_items.py search --items 1000000 --queries 1000 --indexes exact IVF1024,Flat
     python benchmarks/million_items.py exact-chunks --items 100000 1000000
@@ -40,6 +41,13 @@ descriptions each, so encoding stays short; in fp32), in each ``--storages`` for
 the peak memory the call adds beside the loaded model and the texts' token rows. On a tree from
 before the option (``PYTHONPATH=<worktree>``) every row is float32, as its "stored as" column
 says, so its float32 row is the before of a before-and-after.
+
+``node-cache``: the guide cache filled by ``--processes`` processes of one machine under
+``accelerate launch`` (``node_cache_worker.py``; a random one-layer encoder of ``--hidden`` floats
+a vector, since the cache's size depends on its vectors, not on the encoder's depth): the
+processes' resident and proportional memory once all hold it, and the machine's peak above its
+start. Run from a worktree of a tree before 2026-11-30 (``cd <worktree> && PYTHONPATH=<worktree>``)
+its processes each hold a copy.
 
 ``search``: top-100 Metric_Inf neighbours (title and description views) from ``neighbours.top_k``,
 exact or through a FAISS index with its candidates re-ranked exactly, for a sample of query items:
@@ -600,6 +608,73 @@ def run_cache(arguments: argparse.Namespace) -> None:
                 f"{row['cache_gib']:.2f} | {row['added_gib']:.2f} |",
                 flush=True,
             )
+
+
+def machine_used_gib() -> float:
+    """The memory this machine's processes hold, shared memory included: MemTotal - MemAvailable."""
+    fields = {
+        line.split(":")[0]: int(line.split()[1]) for line in Path("/proc/meminfo").read_text().splitlines()
+    }
+    return (fields["MemTotal"] - fields["MemAvailable"]) / 2**20
+
+
+def machine_peak_added_by(command: list[str]) -> float:
+    """``command`` run to its end (an error if it fails), and the most memory this machine held
+    meanwhile above what it held before it, in GiB (``machine_used_gib`` every 0.1 s)."""
+    import threading
+
+    start = machine_used_gib()
+    peak = [start]
+    running = threading.Event()
+    running.set()
+
+    def sample() -> None:
+        while running.is_set():
+            peak[0] = max(peak[0], machine_used_gib())
+            time.sleep(0.1)
+
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    try:
+        subprocess.run(command, check=True, capture_output=True, text=True)
+    finally:
+        running.clear()
+        sampler.join()
+    return peak[0] - start
+
+
+def run_node_cache(arguments: argparse.Namespace) -> None:
+    """The guide's cache filled by ``--processes`` processes of one machine (``node_cache_worker.py``
+    under ``accelerate launch``): each process's resident and proportional memory once all hold it,
+    and the machine's peak above what it held before the launch, sampled every 0.1 s."""
+    import json
+    import sys
+    import tempfile
+
+    worker = Path(__file__).with_name("node_cache_worker.py")
+    print(
+        "| processes | texts | floats a vector | cache GiB (one copy) | processes sharing it | s | "
+        "RSS summed GiB | PSS summed GiB | machine's peak above its start GiB |\n"
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+    )
+    for texts in arguments.texts:
+        with tempfile.TemporaryDirectory() as folder:
+            command = [
+                sys.executable, "-m", "accelerate.commands.launch",
+                "--config_file", str(REPO_ROOT / "accelerate_configs" / "cpu.yaml"),
+                "--num_processes", str(arguments.processes), "--num_cpu_threads_per_process", "1",
+                "--mixed_precision", "no", str(worker),
+                "--texts", str(texts), "--hidden", str(arguments.hidden), "--output", folder,
+            ]  # fmt: skip
+            added = machine_peak_added_by(command)
+            ranks = [json.loads(path.read_text()) for path in sorted(Path(folder).glob("rank*.json"))]
+        print(
+            f"| {arguments.processes} | {texts:,} | {arguments.hidden} | {ranks[0]['cache_gib']:.2f} | "
+            f"{ranks[0]['sharers']} | {max(rank['seconds'] for rank in ranks):.1f} | "
+            f"{sum(rank['rss'] for rank in ranks):.2f} | {sum(rank['pss'] for rank in ranks):.2f} | "
+            f"{added:.2f} |",
+            flush=True,
+        )
 
 
 def lengths_row(texts: int, way: str) -> dict:
@@ -1294,6 +1369,13 @@ def main() -> None:
     cache.add_argument("--texts", nargs="+", type=int, default=[300_000])
     cache.add_argument("--storages", nargs="+", default=["float32", "float16"])
     cache.set_defaults(run=run_cache)
+    node_cache = commands.add_parser(
+        "node-cache", help="The guide cache filled by several processes of one machine: their memory."
+    )
+    node_cache.add_argument("--texts", nargs="+", type=int, default=[250_000])
+    node_cache.add_argument("--hidden", type=int, default=1024, help="Floats a vector (BERT-Large's 1024).")
+    node_cache.add_argument("--processes", type=int, default=2)
+    node_cache.set_defaults(run=run_node_cache)
     search_parser = commands.add_parser("search", help="Exact and FAISS top-100: recall, time, memory.")
     search_parser.add_argument(
         "--items", type=int, default=None, help="A synthetic catalog; default: the wine sample."

@@ -23,6 +23,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from metricbert_trainer.base.attention import varying_shape_attention
 from metricbert_trainer.base.distributed import world_size
+from metricbert_trainer.base.node_memory import NodeArray
 from metricbert_trainer.base.pooling import mean_pool
 from metricbert_trainer.data.catalog import Catalog
 from metricbert_trainer.data.lengths import catalog_token_ids
@@ -52,6 +53,7 @@ def encode_texts(
     lengths: np.ndarray | None = None,
     dtype: np.dtype | type = np.float32,
     precision: str = "auto",
+    out: NodeArray | None = None,
 ) -> np.ndarray:
     """Mean-pooled last-layer embeddings of ``texts`` as a ``[N, hidden]`` array of ``dtype``
     (float32 by default; float16 holds the guide's cache in half the memory), in order.
@@ -69,10 +71,17 @@ def encode_texts(
 
     ``lengths``: each text's token count truncated at ``max_length``, where the caller already
     holds them (``TokenRows``); counted here otherwise. They order the texts longest first.
+
+    ``out``: the array to write the vectors into (its dtype is theirs), from ``node_memory.node_array``:
+    shared by the processes of a machine (with ``across_processes``), each machine's writer alone
+    writes the gathered vectors and every process returns the shared array once they are there, so
+    a machine holds one copy of them rather than one per process.
     """
     texts = list(texts)
+    if out is not None and out.sharers > 1 and not across_processes:
+        raise ValueError("An array shared by a machine's processes is filled by encoding across_processes.")
     if not texts:
-        return np.zeros((0, model.config.hidden_size), dtype=np.float32)
+        return out.array if out is not None else np.zeros((0, model.config.hidden_size), dtype=np.float32)
     if batch_size < 1:
         raise ValueError(f"batch_size must be at least 1; got {batch_size}.")
     order = (
@@ -81,7 +90,10 @@ def encode_texts(
         else np.argsort(-np.asarray(lengths), kind="stable")
     )
     processes = world_size() if across_processes else 1
-    embeddings = np.empty((len(texts), model.config.hidden_size), dtype=dtype)
+    embeddings = (
+        out.array if out is not None else np.empty((len(texts), model.config.hidden_size), dtype=dtype)
+    )
+    writes = out is None or out.writer
     if processes == 1:
         _encode_rows(
             model,
@@ -122,9 +134,13 @@ def encode_texts(
         part = torch.from_numpy(local[start : start + GATHER_ROWS]).to(device)
         pieces = [torch.empty_like(part) for _ in range(processes)]
         torch.distributed.all_gather(pieces, part)
+        if not writes:
+            continue  # another process of this machine writes the array this one reads
         for rows, piece in zip(shares, pieces, strict=True):
             kept = rows[start : start + GATHER_ROWS]  # a shorter share's padding row is left out
             embeddings[kept] = piece[: len(kept)].cpu().numpy()
+    if out is not None and out.sharers > 1:
+        torch.distributed.barrier()  # the writer has written every vector before any process reads
     return embeddings
 
 

@@ -30,6 +30,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from metricbert_trainer.base.collator import field_inputs, unmasked
 from metricbert_trainer.base.distances import Distance, paired_distance, pairwise_distance
 from metricbert_trainer.base.modeling import whole_copy
+from metricbert_trainer.base.node_memory import node_array
 from metricbert_trainer.base.pooling import mean_pool
 from metricbert_trainer.data.token_rows import token_key
 from metricbert_trainer.evaluation.encoding import encode_texts
@@ -69,6 +70,8 @@ class StartingModelGuide:
         self.encoder = whole_copy(model.base_model).eval().requires_grad_(False)
         self._cached_rows: dict[bytes, int] = {}
         self._cached_vectors: torch.Tensor | None = None
+        # How many processes of this machine hold the cache as one copy (node_memory.node_array).
+        self.cache_sharers = 1
 
     def cache_embeddings(
         self,
@@ -93,13 +96,19 @@ class StartingModelGuide:
         so a looked-up vector is the one the guide's forward would give up to rounding. In a
         distributed run every process calls this with the same texts and encodes a share of
         them. The vectors stay on the CPU: a catalog of a million items costs ``2e6 x hidden``
-        floats of host memory, not accelerator memory.
+        floats of host memory, not accelerator memory, and the processes of one machine hold one
+        copy of them (``node_memory.node_array``), not one each.
         """
         first_rows = {}
         for row, key in enumerate(keys):
             first_rows.setdefault(key, row)
         rows = list(first_rows.values())
         self._move_to(device)
+        out = node_array(
+            (len(rows), self.encoder.config.hidden_size),
+            np.dtype(CacheStorage(storage).value),
+            what="the guide's cache",
+        )
         with autocast():
             vectors = encode_texts(
                 self.encoder,
@@ -110,10 +119,11 @@ class StartingModelGuide:
                 show_progress=show_progress,
                 across_processes=True,
                 lengths=np.asarray(lengths)[rows],
-                dtype=np.dtype(CacheStorage(storage).value),
+                out=out,
             )
         self._cached_rows = {key: row for row, key in enumerate(first_rows)}
         self._cached_vectors = torch.from_numpy(vectors)
+        self.cache_sharers = out.sharers
 
     @property
     def cached_texts(self) -> int:

@@ -495,12 +495,14 @@ class MetricBertTrainer(CatalogTrainer):
             show_progress=self._shows_progress(),
             storage=self.args.guide_embedding_cache_dtype,
         )
+        sharers = self.guide.cache_sharers
         logger.info(
-            "Cached the guide's vectors of %d texts in %.1f s (guide_embedding_cache, %s: %.2f GiB).",
+            "Cached the guide's vectors of %d texts in %.1f s (guide_embedding_cache, %s: %.2f GiB%s).",
             self.guide.cached_texts,
             time.perf_counter() - started,
             self.args.guide_embedding_cache_dtype.value,
             self.guide.cache_matrix().nbytes / 2**30,
+            f", one copy for this machine's {sharers} processes" if sharers > 1 else "",
         )
 
     def _field_texts(self, name: str) -> list[str]:

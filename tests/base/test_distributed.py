@@ -176,6 +176,26 @@ def test_processes_share_the_encoding_and_all_get_every_vector(tmp_path, tiny_mo
     assert result["float16"] == "float16" and result["float16_max_steps"] <= 1
 
 
+def test_a_machines_processes_hold_one_copy_of_the_guides_cache(tmp_path, tiny_model_path):
+    """Each process held the whole guide's cache; now the processes of a machine map one file of
+    /dev/shm, removed once they all have it (nothing left behind), filled with the vectors one
+    process encodes alone. Without the shared memory's folder each keeps its own, and writes it."""
+    launch(
+        "cpu.yaml",
+        MULTIPROCESS_SCRIPTS / "node_shared_cache.py",
+        tiny_model_path,
+        str(WINES_CSV),
+        str(tmp_path),
+    )
+    ranks = [json.loads((tmp_path / f"rank{rank}.json").read_text()) for rank in (0, 1)]
+    assert all(rank["processes"] == 2 and rank["sharers"] == 2 for rank in ranks)
+    maps = [rank["maps"] for rank in ranks]
+    assert len(maps[0]) == 1 and maps[0] == maps[1] and maps[0][0].endswith(" (deleted)")
+    assert not Path(maps[0][0].removesuffix(" (deleted)")).exists()
+    assert all(rank["max_difference"] < 1e-5 for rank in ranks)
+    assert all(rank["fallback_sharers"] == 1 and rank["fallback_writer"] for rank in ranks)
+
+
 def test_statistics_only_some_processes_recorded_are_averaged_by_name(tmp_path):
     launch("cpu.yaml", MULTIPROCESS_SCRIPTS / "conditional_statistics.py", str(tmp_path))
     expected = [

@@ -1,0 +1,84 @@
+"""One process of ``benchmarks/million_items.py node-cache``, started by ``accelerate launch``.
+
+Fills the guide's cache of ``--texts`` distinct synthetic texts as a training run's processes do
+(each encodes a share, every process gets every vector), with a randomly initialised one-layer
+encoder of ``--hidden`` floats a vector: the cache's memory depends on how many vectors it holds
+and how wide they are, not on the encoder's depth, and one layer keeps the encoding short on a
+CPU. Once every process has filled it, each writes its resident and proportional set sizes (PSS
+splits a page that several processes map among them) to ``--output``/rank<R>.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import time
+from pathlib import Path
+
+import torch
+from accelerate import PartialState
+from million_items import synthetic_texts
+from transformers import AutoTokenizer, BertConfig, BertForMaskedLM
+
+from metricbert_trainer.base.modeling import DEFAULT_MODEL, resolve_model_name
+from metricbert_trainer.data.token_rows import TokenRows
+from metricbert_trainer.metricbert.guide import StartingModelGuide
+
+
+def memory_gib() -> dict[str, float]:
+    """This process's resident (Rss) and proportional (Pss) set sizes, in GiB."""
+    fields = dict(
+        line.split(":", 1)
+        for line in Path("/proc/self/smaps_rollup").read_text().splitlines()[1:]
+        if ":" in line
+    )
+    return {name.lower(): int(fields[name].split()[0]) / 2**20 for name in ("Rss", "Pss")}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--texts", type=int, required=True)
+    parser.add_argument("--hidden", type=int, default=1024)
+    parser.add_argument("--output", type=Path, required=True)
+    args = parser.parse_args()
+    state = PartialState(cpu=True)
+    tokenizer = AutoTokenizer.from_pretrained(resolve_model_name(DEFAULT_MODEL))
+    torch.manual_seed(0)
+    config = BertConfig(
+        vocab_size=tokenizer.vocab_size,
+        hidden_size=args.hidden,
+        num_hidden_layers=1,
+        num_attention_heads=args.hidden // 64,
+        intermediate_size=256,
+    )
+    guide = StartingModelGuide(BertForMaskedLM(config))
+    texts = synthetic_texts(args.texts)
+    tokens = TokenRows.tokenize(tokenizer, texts, max_length=32)
+    started = time.perf_counter()
+    guide.cache_embeddings(
+        tokenizer,
+        texts,
+        keys=tokens.keys,
+        lengths=tokens.lengths,
+        max_length=32,
+        device=torch.device("cpu"),
+        autocast=contextlib.nullcontext,
+        batch_size=256,
+    )
+    seconds = time.perf_counter() - started
+    torch.distributed.barrier()  # every process holds its cache when each measures
+    record = {
+        "processes": state.num_processes,
+        "seconds": seconds,
+        "cache_gib": guide.cache_matrix().nbytes / 2**30,
+        # A tree from before the shared cache (2026-11-30) has no cache_sharers: a copy each.
+        "sharers": getattr(guide, "cache_sharers", 1),
+        **memory_gib(),
+    }
+    torch.distributed.barrier()
+    (args.output / f"rank{state.process_index}.json").write_text(json.dumps(record), encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()
