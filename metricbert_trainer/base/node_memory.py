@@ -53,27 +53,33 @@ def node_array(
     filling the array the writer must reach a barrier (``torch.distributed.barrier()``) before
     the others read it.
     """
-    own = NodeArray(np.empty(shape, dtype=dtype), writer=True, sharers=1)
     nbytes = int(np.prod(shape)) * np.dtype(dtype).itemsize
     if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1 or nbytes == 0:
-        return own
+        return NodeArray(np.empty(shape, dtype=dtype), writer=True, sharers=1)
     local_rank = os.environ.get("LOCAL_RANK")
-    host = socket.gethostname()
-    path = _new_shared_file(folder, nbytes, what) if local_rank == "0" else None
-    processes: list[tuple[str, str | None, str | None]] = [None] * dist.get_world_size()  # type: ignore[list-item]
-    dist.all_gather_object(processes, (host, local_rank, path))
-    sharers = sum(1 for other, _, _ in processes if other == host)
-    created = [made for other, rank, made in processes if other == host and rank == "0"]
-    if local_rank is None or len(created) != 1 or created[0] is None or sharers == 1:
-        dist.barrier()  # every process has read the gathered paths: one that was made goes
-        if path is not None:
-            os.unlink(path)
-        return own
-    array = np.memmap(created[0], dtype=dtype, mode="r+", shape=shape)
-    dist.barrier()  # every process of the machine has mapped the file
+    places = _gathered((socket.gethostname(), local_rank))
+    host = places[dist.get_rank()][0]
+    machine = [rank for other, rank in places if other == host]
+    # One writer per machine, found by its local rank: without LOCAL_RANK nothing is shared.
+    shares = len(machine) > 1 and machine.count("0") == 1 and None not in machine
+    path = _new_shared_file(folder, nbytes, what) if shares and local_rank == "0" else None
+    paths = _gathered(path)
+    made = next((paths[index] for index, place in enumerate(places) if place == (host, "0")), None)
+    array = np.memmap(made, dtype=dtype, mode="r+", shape=shape) if shares and made is not None else None
+    # Every process, sharing or not, so that every machine's processes make the same calls.
+    dist.barrier()  # every process that maps the file has: it can go
     if path is not None:
         os.unlink(path)
-    return NodeArray(array, writer=local_rank == "0", sharers=sharers)
+    if array is None:
+        return NodeArray(np.empty(shape, dtype=dtype), writer=True, sharers=1)
+    return NodeArray(array, writer=local_rank == "0", sharers=len(machine))
+
+
+def _gathered(value: object) -> list:
+    """``value`` of every process of the run, by rank."""
+    values: list = [None] * dist.get_world_size()
+    dist.all_gather_object(values, value)
+    return values
 
 
 def _new_shared_file(folder: Path, nbytes: int, what: str) -> str | None:
