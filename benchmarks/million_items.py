@@ -552,12 +552,35 @@ def synthetic_texts(texts: int, seed: int = 0) -> list[str]:
     return list(drawn)
 
 
-def cache_row(texts: int, storage: str) -> dict:
-    """The guide cache of ``texts`` distinct synthetic texts in ``storage``, in a process of its own."""
+def cache_on_cpu(
+    guide, tokenizer, texts: list[str], tokens, *, max_length: int, batch_size: int, **options
+) -> float:
+    """``guide.cache_embeddings`` of ``texts`` (their ``TokenRows`` ``tokens``, cut at ``max_length``)
+    on the CPU without autocast, as the benchmarks fill the cache; its seconds. ``options``: the
+    call's others (``storage``)."""
     import contextlib
-    import inspect
 
     import torch
+
+    started = time.perf_counter()
+    guide.cache_embeddings(
+        tokenizer,
+        texts,
+        keys=tokens.keys,
+        lengths=tokens.lengths,
+        max_length=max_length,
+        device=torch.device("cpu"),
+        autocast=contextlib.nullcontext,
+        batch_size=batch_size,
+        **options,
+    )
+    return time.perf_counter() - started
+
+
+def cache_row(texts: int, storage: str) -> dict:
+    """The guide cache of ``texts`` distinct synthetic texts in ``storage``, in a process of its own."""
+    import inspect
+
     from transformers import AutoTokenizer
 
     from metricbert_trainer.base.modeling import DEFAULT_MODEL, load_masked_lm, resolve_model_name
@@ -575,20 +598,17 @@ def cache_row(texts: int, storage: str) -> dict:
     # The call's own peak, apart from the higher one reading the texts may have reached.
     reset_peak_rss()
     before = current_rss_gib()
-    started = time.perf_counter()
-    guide.cache_embeddings(
+    seconds = cache_on_cpu(
+        guide,
         tokenizer,
         column,
-        keys=tokens.keys,
-        lengths=tokens.lengths,
+        tokens,
         max_length=128,
-        device=torch.device("cpu"),
-        autocast=contextlib.nullcontext,
         batch_size=32,
         **({"storage": storage} if known else {}),
     )
     return {
-        "seconds": time.perf_counter() - started,
+        "seconds": seconds,
         "storage": str(guide.cache_matrix().dtype).removeprefix("torch."),
         "cache_gib": guide.cache_matrix().nbytes / 2**30,
         "added_gib": peak_rss_gib() - before,

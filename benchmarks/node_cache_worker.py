@@ -11,14 +11,12 @@ splits a page that several processes map among them) to ``--output``/rank<R>.jso
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
-import time
 from pathlib import Path
 
 import torch
 from accelerate import PartialState
-from million_items import synthetic_texts
+from million_items import cache_on_cpu, synthetic_texts
 from transformers import AutoTokenizer, BertConfig, BertForMaskedLM
 
 from metricbert_trainer.base.modeling import DEFAULT_MODEL, resolve_model_name
@@ -55,18 +53,7 @@ def main() -> None:
     guide = StartingModelGuide(BertForMaskedLM(config))
     texts = synthetic_texts(args.texts)
     tokens = TokenRows.tokenize(tokenizer, texts, max_length=32)
-    started = time.perf_counter()
-    guide.cache_embeddings(
-        tokenizer,
-        texts,
-        keys=tokens.keys,
-        lengths=tokens.lengths,
-        max_length=32,
-        device=torch.device("cpu"),
-        autocast=contextlib.nullcontext,
-        batch_size=256,
-    )
-    seconds = time.perf_counter() - started
+    seconds = cache_on_cpu(guide, tokenizer, texts, tokens, max_length=32, batch_size=256)
     torch.distributed.barrier()  # every process holds its cache when each measures
     record = {
         "processes": state.num_processes,
@@ -76,6 +63,7 @@ def main() -> None:
         "sharers": getattr(guide, "cache_sharers", 1),
         **memory_gib(),
     }
+    # No process exits (and leaves the others' PSS a larger share of the cache) before all measured.
     torch.distributed.barrier()
     (args.output / f"rank{state.process_index}.json").write_text(json.dumps(record), encoding="utf-8")
 

@@ -85,8 +85,7 @@ class EarlierVectors:
                 names = [name.removeprefix("view:") for name in stored.files if name.startswith("view:")]
                 digests = {name: stored[f"digest:{name}"] for name in names}
                 precision = str(stored["precision"])
-            with zipfile.ZipFile(path) as archive:
-                headers = {name: _npy_header(archive, f"view:{name}.npy") for name in names}
+                headers = {name: _npy_header(stored.zip, f"view:{name}.npy") for name in names}
         except UNREADABLE:
             return none
         if any(fortran_order for _, fortran_order, _ in headers.values()):

@@ -245,9 +245,9 @@ class MetricBertConfig(CatalogTrainerConfig):
         metadata={
             "help": "The number format of guide_embedding_cache's vectors: float32, or float16 at half the host "
             "memory, held once by the training processes of each machine, in its /dev/shm (2.9 GiB in float32 "
-            "for a million items' MiniLM vectors, 29 GiB at ten million). Trained with float16, both development catalogs ranked within the training "
-            "seeds' spread of float32 (the wine sample a shade below; docs/scale_out.md); float32 stays the "
-            "default, the recipe the quality tables measured."
+            "for a million items' MiniLM vectors, 29 GiB at ten million). Trained with float16, both "
+            "development catalogs ranked within the training seeds' spread of float32 (the wine sample a shade "
+            "below; docs/scale_out.md); float32 stays the default, the recipe the quality tables measured."
         },
     )
     distill_weight: float = field(
