@@ -638,9 +638,10 @@ def machine_used_gib() -> float:
     return (fields["MemTotal"] - fields["MemAvailable"]) / 2**20
 
 
-def machine_peak_added_by(command: list[str]) -> float:
+def machine_peak_added_by(command: list[str]) -> tuple[subprocess.CompletedProcess, float]:
     """``command`` run to its end (an error if it fails), and the most memory this machine held
-    meanwhile above what it held before it, in GiB (``machine_used_gib`` every 0.1 s)."""
+    meanwhile above what it held before it, in GiB (``machine_used_gib`` every 0.1 s): what a
+    launch of several processes costs, where one process's peak says only its own part."""
     import threading
 
     start = machine_used_gib()
@@ -656,11 +657,11 @@ def machine_peak_added_by(command: list[str]) -> float:
     sampler = threading.Thread(target=sample)
     sampler.start()
     try:
-        subprocess.run(command, check=True, capture_output=True, text=True)
+        finished = subprocess.run(command, check=True, capture_output=True, text=True)
     finally:
         running.clear()
         sampler.join()
-    return peak[0] - start
+    return finished, peak[0] - start
 
 
 def run_node_cache(arguments: argparse.Namespace) -> None:
@@ -686,7 +687,7 @@ def run_node_cache(arguments: argparse.Namespace) -> None:
                 "--mixed_precision", "no", str(worker),
                 "--texts", str(texts), "--hidden", str(arguments.hidden), "--output", folder,
             ]  # fmt: skip
-            added = machine_peak_added_by(command)
+            _, added = machine_peak_added_by(command)
             ranks = [json.loads(path.read_text()) for path in sorted(Path(folder).glob("rank*.json"))]
         print(
             f"| {arguments.processes} | {texts:,} | {arguments.hidden} | {ranks[0]['cache_gib']:.2f} | "
@@ -1078,15 +1079,14 @@ def prepared_recommend_files(items: int, folder: Path) -> tuple[Path, Path]:
     return catalog_path, cache_path
 
 
-def timed_command(command: list[str]) -> tuple[subprocess.CompletedProcess, float, float]:
+def timed_command(command: list[str]) -> tuple[subprocess.CompletedProcess, float, float, float]:
     """``command`` run to its end in a process of its own (an error if it fails), with its wall
-    time in seconds and its peak resident memory in GiB (``/usr/bin/time``'s, its last stderr line)."""
+    time in seconds, the peak resident memory in GiB of its largest process (``/usr/bin/time``'s,
+    its last stderr line) and the machine's peak above its start (``machine_peak_added_by``)."""
     started = time.perf_counter()
-    finished = subprocess.run(
-        ["/usr/bin/time", "-f", "%M", *command], capture_output=True, text=True, check=True
-    )
+    finished, added = machine_peak_added_by(["/usr/bin/time", "-f", "%M", *command])
     seconds = time.perf_counter() - started
-    return finished, seconds, int(finished.stderr.strip().splitlines()[-1]) / 2**20
+    return finished, seconds, int(finished.stderr.strip().splitlines()[-1]) / 2**20, added
 
 
 def run_update_cache(arguments: argparse.Namespace) -> None:
@@ -1107,20 +1107,34 @@ def run_update_cache(arguments: argparse.Namespace) -> None:
     added["title"] = [f"{title} (added {index})" for index, title in enumerate(added["title"])]
     added["description"] = [f"{text} Added item {index}." for index, text in enumerate(added["description"])]
     pd.concat([frame, added]).to_csv(grown, index=False)
+    # One process as a plain command; several as accelerate launches them, sharing the encoding.
+    launcher = (
+        [sys.executable, "-m", "metricbert_trainer.cli"]
+        if arguments.processes == 1
+        else [
+            sys.executable, "-m", "accelerate.commands.launch",
+            "--config_file", str(REPO_ROOT / "accelerate_configs" / "cpu.yaml"),
+            "--num_processes", str(arguments.processes), "--num_cpu_threads_per_process", "1",
+            "--mixed_precision", "no", "-m", "metricbert_trainer.cli",
+        ]
+    )  # fmt: skip
     command = [
-        sys.executable, "-m", "metricbert_trainer.cli", "encode", "--model", resolve_model_name(DEFAULT_MODEL),
+        *launcher, "encode", "--model", resolve_model_name(DEFAULT_MODEL),
         "--catalog", str(grown), "--cache", str(cache),
     ]  # fmt: skip
-    print(f"`metricbert {' '.join(command[3:])}`, twice\n")
+    print(f"`{' '.join(command[1:])}`, twice\n")
     print(
-        "| items in the cache | items added | call | whole command, s | peak RSS GiB |\n"
-        "|---:|---:|---|---:|---:|"
+        "| processes | items in the cache | items added | call | whole command, s | "
+        "largest process's peak RSS GiB | machine's peak above its start GiB |\n"
+        "|---:|---:|---:|---|---:|---:|---:|"
     )
     said = []
     for call in ("first (updates the cache)", "second (reads it back)"):
-        finished, seconds, peak = timed_command(command)
+        finished, seconds, peak, added = timed_command(command)
         print(
-            f"| {arguments.items:,} | {arguments.added:,} | {call} | {seconds:.1f} | {peak:.2f} |", flush=True
+            f"| {arguments.processes} | {arguments.items:,} | {arguments.added:,} | {call} | {seconds:.1f} | "
+            f"{peak:.2f} | {added:.2f} |",
+            flush=True,
         )
         said += [line for line in finished.stderr.splitlines() if "embeddings" in line]
     print("\n".join(["", *said, finished.stdout.strip()]))
@@ -1154,7 +1168,7 @@ def run_recommend(arguments: argparse.Namespace) -> None:
     )
     print("| items | call | s | peak RSS GiB |\n|---:|---|---:|---:|")
     for call in ("first (fits, lists, writes the caches)", "second (reads them back)"):
-        finished, seconds, peak = timed_command(command)
+        finished, seconds, peak, _ = timed_command(command)
         print(f"| {arguments.items:,} | {call} | {seconds:.1f} | {peak:.2f} |", flush=True)
     print("\n" + finished.stdout)
     if arguments.all:
@@ -1498,6 +1512,9 @@ def main() -> None:
     )
     update.add_argument("--items", type=int, default=100_000)
     update.add_argument("--added", type=int, default=1_000)
+    update.add_argument(
+        "--processes", type=int, default=1, help="Processes of an accelerate launch (1: a plain command)."
+    )
     update.set_defaults(run=run_update_cache)
     recall = commands.add_parser(
         "table-recall",

@@ -58,16 +58,17 @@ def tiny_model_path(tmp_path_factory, tokenizer) -> str:
     return str(path)
 
 
-def save_wide_encoder(path, tokenizer, seed: int) -> str:
+def save_wide_encoder(path, tokenizer, seed: int, hidden_size: int = 48) -> str:
     """A tiny bare BERT encoder, wider than the tiny students (48 against 32), with its tokenizer:
-    a second encoder for the teacher (``teacher_encoder``) whose vectors are not the student's."""
+    a second encoder for the teacher (``teacher_encoder``) whose vectors are not the student's, or
+    one whose vectors outweigh what a call allocates besides them (``hidden_size``)."""
     import torch
     from transformers import BertConfig, BertModel
 
     torch.manual_seed(seed)
     config = BertConfig(
         vocab_size=tokenizer.vocab_size,
-        hidden_size=48,
+        hidden_size=hidden_size,
         num_hidden_layers=1,
         num_attention_heads=2,
         intermediate_size=64,

@@ -56,6 +56,17 @@ def world_size() -> int:
     return dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
 
 
+def first_process_value(value: object) -> object:
+    """Process 0's ``value``, on every process (``value`` itself outside ``torch.distributed``): for
+    what process 0 alone found out, and every process must act on alike. Every process must call
+    this at the same point."""
+    if world_size() == 1:
+        return value
+    received = [value]
+    dist.broadcast_object_list(received, src=0)
+    return received[0]
+
+
 @dataclass(frozen=True)
 class ProcessShard:
     """Which rows of a gathered batch this process contributed: ``start`` to ``start + size``."""

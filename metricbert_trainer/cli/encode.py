@@ -4,7 +4,8 @@ At millions of items the encoding is what ``evaluate`` and ``recommend`` wait fo
 an item; hours on a CPU, docs/scale_out.md), and one process uses one GPU. Launched with
 ``accelerate launch -m metricbert_trainer.cli encode ...`` on P processes (GPUs, or nodes), each
 encodes every P-th text in order of length and the vectors are gathered, as the training
-evaluation shares its encoding (``encoding.encode_texts``); process 0 writes the cache. The next
+evaluation shares its encoding (``encoding.encode_texts``); process 0 alone receives the vectors,
+and writes the cache. The next
 ``evaluate`` or ``recommend`` with the same ``--cache``, model, ``--max-length`` and ``--scorer``
 reads the vectors back instead of encoding; after the catalog changed, it (or this command again)
 encodes only the texts the cache lacks. Run as a plain command it is one process.
@@ -13,7 +14,6 @@ encodes only the texts the cache lacks. Run as a plain command it is one process
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import time
 
 import torch
@@ -23,12 +23,12 @@ from metricbert_trainer.base.distributed import process_group_closed_at_exit
 from metricbert_trainer.cli.options import (
     add_precision,
     catalog_options,
-    encoder_scorer,
     load_cli_catalog,
     name_and_path,
+    warn_of_emulated_bf16,
 )
 from metricbert_trainer.evaluation.embedding_cache import check_cache_path
-from metricbert_trainer.evaluation.encoding import precision_label
+from metricbert_trainer.evaluation.encoding import encode_catalog, precision_label
 from metricbert_trainer.evaluation.neighbours import METRIC_INF, catalog_views
 from metricbert_trainer.evaluation.scorers import load_encoder
 
@@ -60,19 +60,27 @@ def run(args: argparse.Namespace) -> int:
         catalog_views(catalog, args.scorer)  # a bad --scorer fails before the model loads
         name, path = name_and_path(args.model)
         model, tokenizer = load_encoder(path, device=args.device or state.device)
-        scorer = dataclasses.replace(
-            encoder_scorer(
-                args, model, tokenizer, args.scorer, name, cache_path=args.cache, precision=args.precision
-            ),
-            across_processes=True,
-            show_progress=state.is_main_process,
-        )
+        warn_of_emulated_bf16(args.precision, model.device)
         started = time.perf_counter()
-        vectors = scorer.item_vectors(catalog)
+        # Only the cache is wanted: process 0 alone holds the vectors, while it writes them.
+        encode_catalog(
+            model,
+            tokenizer,
+            catalog,
+            mode=args.scorer,
+            batch_size=args.batch_size,
+            max_length=args.max_length,
+            cache_path=args.cache,
+            show_progress=state.is_main_process,
+            across_processes=True,
+            precision=args.precision,
+            cache_only=True,
+        )
         if state.is_main_process:
-            texts = sum(len(matrix) for matrix in vectors.values())
+            views = catalog_views(catalog, args.scorer)
+            texts = sum(len(view) for view in views.values())
             print(
-                f"{args.cache}: {texts} vectors of {len(catalog)} items ({', '.join(vectors)}) by {name} "
+                f"{args.cache}: {texts} vectors of {len(catalog)} items ({', '.join(views)}) by {name} "
                 f"in {precision_label(model.device, args.precision)}, "
                 f"ready in {time.perf_counter() - started:.1f} s on {state.num_processes} process(es); "
                 f"evaluate and recommend read them with --cache {args.cache} --max-length {args.max_length}."

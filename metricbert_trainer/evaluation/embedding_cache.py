@@ -109,12 +109,7 @@ class EarlierVectors:
         this cache holds read back (``block_rows`` of a stored view at a time), the others encoded
         by ``encode`` (once each, at ``precision``); and the precisions the result was encoded in.
         Raises one of ``UNREADABLE`` when the cache's vectors cannot be read back whole."""
-        missing = {
-            digest: text
-            for name, texts in views.items()
-            for text, digest in zip(texts, digests[name], strict=True)
-            if digest not in self.rows
-        }
+        missing = self.missing(views, digests)
         encoded = encode(list(missing.values()))
         encoded_rows = {digest: row for row, digest in enumerate(missing)}
         total = sum(len(rows) for rows in digests.values())
@@ -154,6 +149,16 @@ class EarlierVectors:
                         end = min(part + block_rows, stop)
                         matrices[name][destinations[part:end]] = block[rows[part:end] - first]
         return matrices, ", ".join(sorted(precisions))
+
+    def missing(self, views: dict[str, list[str]], digests: dict[str, list[bytes]]) -> dict[bytes, str]:
+        """The texts of ``views`` (whose ``digests`` are given) that this cache lacks, each once,
+        by digest, in the order ``updated`` encodes them."""
+        return {
+            digest: text
+            for name, texts in views.items()
+            for text, digest in zip(texts, digests[name], strict=True)
+            if digest not in self.rows
+        }
 
     def _places(
         self, digests: list[bytes], encoded_rows: dict[bytes, int], source_of: dict[str, int]
@@ -238,7 +243,8 @@ def embedding_fingerprints(
         if name.startswith("pooler."):
             continue
         add(name)
-        digest.update(tensor.detach().cpu().reshape(-1).contiguous().view(torch.uint8).numpy().tobytes())
+        # Hashed in place: a copy as bytes held the largest tensor twice (the word embeddings).
+        digest.update(tensor.detach().cpu().reshape(-1).contiguous().view(torch.uint8).numpy())
     backend = getattr(tokenizer, "backend_tokenizer", None)
     if backend is not None:
         # Padding and truncation hold the settings of the last call, not properties of the tokenizer.
@@ -319,6 +325,7 @@ def read_fingerprinted_npz(
     again: str,
     log: logging.Logger = logger,
     optional: Sequence[str] = (),
+    load: bool = True,
 ) -> dict[str, np.ndarray] | None:
     """The arrays ``names`` of a cache at ``path`` that ``write_npz_whole`` wrote with a
     ``fingerprint`` array, when it was written for ``fingerprint``, and those of ``optional`` it
@@ -326,7 +333,11 @@ def read_fingerprinted_npz(
     when it was written for something else (said at info: ``path`` holds ``holds``; ``again``) and
     when it cannot be read or lacks an array of ``names`` (a warning naming the ``cache``): the
     caller then computes what it keeps again. One reader for the embedding, TF-IDF and lists
-    caches, each saying so through its own module's ``log``."""
+    caches, each saying so through its own module's ``log``.
+
+    ``load=False`` is for a caller that wants the cache to hold ``names``, not their values
+    (``metricbert encode``, whose cache may already be there): each is read through to check it,
+    none kept, and only the ``optional`` ones are returned."""
     if not path.is_file():
         return None
     try:
@@ -335,10 +346,23 @@ def read_fingerprinted_npz(
                 log.info("%s holds %s; %s.", path, holds, again)
                 return None
             held = [name for name in optional if name in stored.files]
-            return {name: stored[name] for name in [*names, *held]}
-    except (OSError, ValueError, KeyError) as error:
+            if load:
+                return {name: stored[name] for name in [*names, *held]}
+            for name in names:
+                _read_through(stored.zip, f"{name}.npy")
+            return {name: stored[name] for name in held}
+    except UNREADABLE as error:  # a damaged member fails its CRC (BadZipFile) once read to its end
         log.warning("Cannot read the %s %s (%s); %s.", cache, path, error, again)
         return None
+
+
+def _read_through(archive: zipfile.ZipFile, member: str) -> None:
+    """Reads ``member`` of ``archive`` to its end, 1 MiB at a time, keeping nothing: the archive
+    checks its CRC there, so a damaged member raises (``BadZipFile``); a missing one raises
+    ``KeyError``."""
+    with archive.open(member) as stream:
+        while stream.read(1 << 20):
+            pass
 
 
 def write_embedding_cache(

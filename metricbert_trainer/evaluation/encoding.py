@@ -22,7 +22,7 @@ from tqdm.auto import tqdm
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from metricbert_trainer.base.attention import varying_shape_attention
-from metricbert_trainer.base.distributed import world_size
+from metricbert_trainer.base.distributed import first_process_value, world_size
 from metricbert_trainer.base.node_memory import NodeArray
 from metricbert_trainer.base.pooling import mean_pool
 from metricbert_trainer.data.catalog import Catalog
@@ -54,7 +54,8 @@ def encode_texts(
     dtype: np.dtype | type = np.float32,
     precision: str = "auto",
     out: NodeArray | None = None,
-) -> np.ndarray:
+    first_process_only: bool = False,
+) -> np.ndarray | None:
     """Mean-pooled last-layer embeddings of ``texts`` as a ``[N, hidden]`` array of ``dtype``
     (float32 by default; float16 holds the guide's cache in half the memory), in order.
 
@@ -76,11 +77,22 @@ def encode_texts(
     shared by the processes of a machine (with ``across_processes``), each machine's writer alone
     writes the gathered vectors and every process returns the shared array once they are there, so
     a machine holds one copy of them rather than one per process.
+
+    ``first_process_only``: with ``across_processes``, process 0 alone receives the vectors and
+    the others return ``None`` once they have encoded their share, for a launch that only writes
+    them out (``metricbert encode``): the catalog's vectors are then held once, not once per
+    process (31 GB each for the 20 million MiniLM texts of ten million items).
     """
     texts = list(texts)
     if out is not None and out.sharers > 1 and not across_processes:
         raise ValueError("An array shared by a machine's processes is filled by encoding across_processes.")
+    if out is not None and first_process_only:
+        raise ValueError("An array shared by a machine's processes is received by all of them.")
+    processes = world_size() if across_processes else 1
+    receives = not first_process_only or processes == 1 or torch.distributed.get_rank() == 0
     if not texts:
+        if not receives:
+            return None
         return out.array if out is not None else np.zeros((0, model.config.hidden_size), dtype=np.float32)
     if batch_size < 1:
         raise ValueError(f"batch_size must be at least 1; got {batch_size}.")
@@ -89,11 +101,13 @@ def encode_texts(
         if lengths is None
         else np.argsort(-np.asarray(lengths), kind="stable")
     )
-    processes = world_size() if across_processes else 1
-    embeddings = (
-        out.array if out is not None else np.empty((len(texts), model.config.hidden_size), dtype=dtype)
-    )
-    writes = out is None or out.writer
+    if not receives:
+        embeddings = None
+    elif out is not None:
+        embeddings = out.array
+    else:
+        embeddings = np.empty((len(texts), model.config.hidden_size), dtype=dtype)
+    writes = receives and (out is None or out.writer)
     if processes == 1:
         _encode_rows(
             model,
@@ -134,7 +148,7 @@ def encode_texts(
         part = torch.from_numpy(local[start : start + GATHER_ROWS]).to(device)
         pieces = [torch.empty_like(part) for _ in range(processes)]
         torch.distributed.all_gather(pieces, part)
-        if writes:  # else another process of this machine writes the array this one reads
+        if writes:  # else another process of this machine writes the array this one reads, or none
             for rows, piece in zip(shares, pieces, strict=True):
                 kept = rows[start : start + GATHER_ROWS]  # a shorter share's padding row is left out
                 embeddings[kept] = piece[: len(kept)].cpu().numpy()
@@ -237,12 +251,13 @@ def encode_catalog(
     show_progress: bool = False,
     across_processes: bool = False,
     precision: str = "auto",
-) -> dict[str, np.ndarray]:
+    cache_only: bool = False,
+) -> dict[str, np.ndarray] | None:
     """Embeds every item of ``catalog`` for a scoring ``mode``: one ``[N, hidden]`` matrix per view.
 
     The default mode, ``metric_inf``, gives one matrix per field; ``concat`` gives a single
     ``"concat"`` matrix of the fields joined by a space (see ``neighbours.catalog_views``).
-    ``cache_path`` and the rest: ``encode_views``.
+    ``cache_path``, ``cache_only`` and the rest: ``encode_views``.
     """
     return encode_views(
         model,
@@ -254,6 +269,7 @@ def encode_catalog(
         show_progress=show_progress,
         across_processes=across_processes,
         precision=precision,
+        cache_only=cache_only,
     )
 
 
@@ -268,7 +284,8 @@ def encode_views(
     show_progress: bool = False,
     across_processes: bool = False,
     precision: str = "auto",
-) -> dict[str, np.ndarray]:
+    cache_only: bool = False,
+) -> dict[str, np.ndarray] | None:
     """Embeds each named list of texts of ``views``: one ``[len(texts), hidden]`` matrix per name.
 
     With ``cache_path``, the matrices are read from that ``.npz`` when its fingerprint (model
@@ -283,9 +300,16 @@ def encode_views(
     ``precision`` (``inference_autocast``) is not part of the fingerprint: vectors encoded under
     bf16 on a GPU serve a later call on a CPU, as the batch size and the device, which also round
     them differently, do. The cache records it, and a call that reuses the cache says it.
-    """
 
-    def encode(texts: list[str]) -> np.ndarray:
+    ``cache_only``: the caller wants the cache at ``cache_path``, not the vectors (``metricbert
+    encode``), and ``None`` is returned. A cache that matches is checked but its vectors are not
+    read, and in a shared encoding only process 0 holds the vectors, while it writes them: at ten
+    million items each process would otherwise hold 31 GB of MiniLM vectors it never reads.
+    """
+    if cache_only and cache_path is None:
+        raise ValueError("cache_only needs a cache_path to write.")
+
+    def encode(texts: list[str]) -> np.ndarray | None:
         return encode_texts(
             model,
             tokenizer,
@@ -295,6 +319,7 @@ def encode_views(
             show_progress=show_progress,
             across_processes=across_processes,
             precision=precision,
+            first_process_only=cache_only,
         )
 
     if cache_path is None:
@@ -309,29 +334,39 @@ def encode_views(
         cache="embedding cache",
         again="encoding what it lacks",
         optional=["precision"],
+        load=not cache_only,
     )
     if cached is not None:
         # A cache written before the precision was recorded (2026-11-29) lacks it.
         encoded = f"encoded in {cached['precision']}" if "precision" in cached else "precision not recorded"
         logger.info("Reusing embeddings from %s (%s).", cache_path, encoded)
-        return {name: cached[f"view:{name}"] for name in views}
+        return None if cache_only else {name: cached[f"view:{name}"] for name in views}
     earlier = EarlierVectors.read(cache_path, model_fingerprint)
     digests = {name: text_digests(texts) for name, texts in views.items()}
     encoded_in = precision_label(next(model.parameters()).device, precision)
-    embeddings = None
+    writer = (
+        not across_processes or not torch.distributed.is_initialized() or torch.distributed.get_rank() == 0
+    )
+    embeddings, updated = None, False
     if earlier.rows:
-        try:
-            embeddings, encoded_in = earlier.updated(views, digests, encode, encoded_in)
-        except UNREADABLE as error:
-            logger.warning(
-                "Cannot read the embedding cache %s back (%s); encoding every text.", cache_path, error
-            )
-    if embeddings is None:
+        if writer or not cache_only:
+            try:
+                embeddings, encoded_in = earlier.updated(views, digests, encode, encoded_in)
+            except UNREADABLE as error:
+                logger.warning(
+                    "Cannot read the embedding cache %s back (%s); encoding every text.", cache_path, error
+                )
+        else:  # process 0 alone reads the earlier vectors back; this one encodes its share of the rest
+            encode(list(earlier.missing(views, digests).values()))
+        updated = embeddings is not None
+        if cache_only and across_processes:
+            updated = first_process_value(updated)  # whether process 0 could read them back
+    if not updated:
         embeddings = {name: encode(texts) for name, texts in views.items()}
-    if not across_processes or not torch.distributed.is_initialized() or torch.distributed.get_rank() == 0:
-        # Once: every process holds the same vectors.
+    if writer:
+        # Once: every process holds the same vectors, or (cache_only) this one alone.
         write_embedding_cache(cache_path, fingerprint, model_fingerprint, embeddings, digests, encoded_in)
-    return embeddings
+    return None if cache_only else embeddings
 
 
 # Inference precisions: "auto" is bf16 (fp16 where unsupported) on CUDA and fp32 elsewhere; "bf16"

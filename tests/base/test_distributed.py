@@ -21,7 +21,14 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import REPO_ROOT, WINES_CSV, WINES_TEST_ANNOTATIONS, accelerate_command, flags
+from conftest import (
+    REPO_ROOT,
+    WINES_CSV,
+    WINES_TEST_ANNOTATIONS,
+    accelerate_command,
+    flags,
+    save_wide_encoder,
+)
 from transformers import AutoModel, AutoModelForMaskedLM, AutoModelForTokenClassification, AutoTokenizer
 
 from metricbert_trainer.base.modeling import load_masked_lm, masked_lm_location
@@ -266,6 +273,46 @@ def test_encode_shares_the_catalog_among_processes_and_writes_one_cache(files, t
                 np.testing.assert_allclose(both[name], alone[name], atol=1e-5)
             else:  # the fingerprints, the texts' digests and the precision
                 np.testing.assert_array_equal(both[name], alone[name])
+
+
+def test_a_launch_that_only_writes_the_cache_leaves_the_vectors_with_process_0(tmp_path, tokenizer):
+    """Every process of ``metricbert encode`` received every vector, and read a matching or an
+    earlier cache whole: 31 GB each for ten million MiniLM items. Now process 0 alone holds them,
+    and no process reads a cache that matches; the cache is the one a single process writes, after
+    a change of catalog too, and a damaged earlier cache that process 0 alone reads is encoded again
+    by all of them (no process left waiting)."""
+    import numpy as np
+    from transformers import AutoModel
+
+    from metricbert_trainer.evaluation.embedding_cache import digest_matrix, text_digests
+    from metricbert_trainer.evaluation.encoding import encode_texts
+
+    model_path = save_wide_encoder(tmp_path / "encoder", tokenizer, seed=0, hidden_size=256)
+    items = 20_000
+    result = launch(
+        "cpu.yaml", MULTIPROCESS_SCRIPTS / "cache_only_encoding.py", model_path, str(items), str(tmp_path)
+    )
+    ranks = [json.loads((tmp_path / f"rank{rank}.json").read_text()) for rank in (0, 1)]
+    assert all(rank["processes"] == 2 for rank in ranks)
+    vectors_bytes = 2 * items * 256 * 4  # both views in float32: 39 MiB
+    first, second = (rank["calls"] for rank in ranks)
+    assert all(call["returned_none"] for rank in (first, second) for call in rank.values())
+    for call in ("fresh", "updated"):  # process 0 holds the vectors; process 1, its share's half
+        assert first[call]["peak"] > vectors_bytes and second[call]["peak"] < vectors_bytes / 2, call
+    assert first["matching"]["peak"] < vectors_bytes / 2 and second["matching"]["peak"] < vectors_bytes / 2
+    assert result.stderr.count("39800 of 40000 texts read back, 200 distinct texts encoded") == 1
+    assert result.stderr.count("Cannot read the embedding cache") == 1  # process 0 alone read it
+    model = AutoModel.from_pretrained(model_path)
+    sample = np.random.default_rng(0).choice(items, 200, replace=False)
+    for call in ("fresh", "updated", "damaged"):
+        views = json.loads((tmp_path / f"{call}.json").read_text())
+        with np.load(tmp_path / f"{call}.npz") as cache:
+            for name, texts in views.items():
+                rows = sample if len(texts) == items else np.arange(len(texts))
+                alone = encode_texts(model, tokenizer, [texts[row] for row in rows], max_length=16)
+                np.testing.assert_allclose(cache[f"view:{name}"][rows], alone, atol=1e-5)
+                np.testing.assert_array_equal(cache[f"digest:{name}"], digest_matrix(text_digests(texts)))
+    assert (tmp_path / "matching.npz").read_bytes() == (tmp_path / "fresh.npz").read_bytes()
 
 
 def test_two_process_run_trains_evaluates_and_logs_across_processes(ddp_run, tiny_model_path):

@@ -46,6 +46,17 @@ def catalog(wines_csv):
     return load_catalog(frame)
 
 
+def damage_member(path, member_name: str, offset: int) -> None:
+    """Flips the byte ``offset`` bytes into the data of ``member_name`` of the archive at ``path``."""
+    with zipfile.ZipFile(path) as archive:
+        member = archive.getinfo(member_name)
+    data = bytearray(path.read_bytes())
+    # The member's local header: 30 bytes, then its name and extra field, whose lengths it holds.
+    name_length, extra_length = struct.unpack_from("<HH", data, member.header_offset + 26)
+    data[member.header_offset + 30 + name_length + extra_length + offset] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+
 def test_batched_embeddings_equal_one_at_a_time_in_the_original_order(tiny):
     model, tokenizer = tiny
     batched = encode_texts(model, tokenizer, TEXTS, batch_size=3)
@@ -253,13 +264,7 @@ def test_an_update_whose_earlier_vectors_are_damaged_encodes_every_text(tiny, wi
     cache = tmp_path / "embeddings.npz"
     earlier = {field: catalog.texts(field)[:100] for field in catalog.fields}
     encode_views(model, tokenizer, earlier, cache_path=cache)
-    with zipfile.ZipFile(cache) as archive:
-        member = archive.getinfo("view:title.npy")
-    data = bytearray(cache.read_bytes())
-    # The member's local header: 30 bytes, then its name and extra field, whose lengths it holds.
-    name_length, extra_length = struct.unpack_from("<HH", data, member.header_offset + 26)
-    data[member.header_offset + 30 + name_length + extra_length + 8000] ^= 0xFF  # past the first 4 KiB
-    cache.write_bytes(bytes(data))
+    damage_member(cache, "view:title.npy", 8000)  # past the first 4 KiB
     views = {field: catalog.texts(field) for field in catalog.fields}
     with caplog.at_level(logging.INFO, logger="metricbert_trainer.evaluation"):
         updated = encode_views(model, tokenizer, views, cache_path=cache)
@@ -272,6 +277,53 @@ def test_an_update_whose_earlier_vectors_are_damaged_encodes_every_text(tiny, wi
     for field in views:
         np.testing.assert_array_equal(updated[field], alone[field])
         np.testing.assert_array_equal(again[field], alone[field])
+
+
+@pytest.mark.parametrize("cache_only", [False, True])
+def test_a_damaged_cache_that_matches_is_encoded_again_not_a_crash(
+    tiny, wines_csv, tmp_path, caplog, cache_only
+):
+    """A view damaged on disk fails its CRC once read to its end, which raised ``BadZipFile`` out of
+    ``evaluate``, ``recommend`` and ``encode`` where the cache matched the catalog. It is now said,
+    and the catalog encoded and written again; ``cache_only`` (``metricbert encode``), which reads
+    a matching cache through without keeping it, finds the damage too, and returns nothing."""
+    model, tokenizer = tiny
+    catalog = load_catalog(pd.read_csv(wines_csv, dtype=str, nrows=120)[["id", "title", "description"]])
+    views = {field: catalog.texts(field) for field in catalog.fields}
+    cache = tmp_path / "embeddings.npz"
+    alone = encode_views(model, tokenizer, views, cache_path=cache)
+    damage_member(cache, "view:description.npy", 8000)  # past the 4 KiB read with the header
+    with caplog.at_level(logging.INFO, logger="metricbert_trainer.evaluation"):
+        again = encode_views(model, tokenizer, views, cache_path=cache, cache_only=cache_only)
+        assert any(
+            message.startswith(f"Cannot read the embedding cache {cache}") for message in caplog.messages
+        )
+        assert (again is None) == cache_only
+        caplog.clear()
+        reread = encode_views(model, tokenizer, views, cache_path=cache)
+        assert any(message.startswith(f"Reusing embeddings from {cache}") for message in caplog.messages)
+    for field in views:
+        np.testing.assert_array_equal(reread[field], alone[field])
+
+
+def test_only_the_cache_is_written_and_a_matching_one_is_left_alone(tiny, catalog, tmp_path, caplog):
+    """``cache_only`` writes the cache an ordinary call writes, returns nothing, and leaves a
+    matching cache as it is."""
+    model, tokenizer = tiny
+    ordinary, only = tmp_path / "ordinary.npz", tmp_path / "only.npz"
+    encode_catalog(model, tokenizer, catalog, cache_path=ordinary)
+    assert encode_catalog(model, tokenizer, catalog, cache_path=only, cache_only=True) is None
+    with np.load(ordinary) as expected, np.load(only) as written:
+        assert sorted(expected.files) == sorted(written.files)
+        for name in expected.files:
+            np.testing.assert_array_equal(written[name], expected[name])
+    written_at = only.stat().st_mtime_ns
+    with caplog.at_level(logging.INFO, logger="metricbert_trainer.evaluation"):
+        assert encode_catalog(model, tokenizer, catalog, cache_path=only, cache_only=True) is None
+    assert any(message.startswith(f"Reusing embeddings from {only}") for message in caplog.messages)
+    assert only.stat().st_mtime_ns == written_at
+    with pytest.raises(ValueError, match="cache_path"):
+        encode_catalog(model, tokenizer, catalog, cache_only=True)
 
 
 def test_a_changed_catalog_encodes_only_the_texts_its_cache_lacks(
