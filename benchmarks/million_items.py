@@ -664,36 +664,102 @@ def machine_peak_added_by(command: list[str]) -> tuple[subprocess.CompletedProce
     return finished, peak[0] - start
 
 
+def cpu_launch(processes: int) -> list[str]:
+    """The start of an ``accelerate launch`` of ``processes`` CPU processes (one thread each), as
+    ``accelerate_configs/cpu.yaml`` runs them; the script or ``-m`` module and its options follow."""
+    import sys
+
+    return [
+        sys.executable, "-m", "accelerate.commands.launch",
+        "--config_file", str(REPO_ROOT / "accelerate_configs" / "cpu.yaml"),
+        "--num_processes", str(processes), "--num_cpu_threads_per_process", "1", "--mixed_precision", "no",
+    ]  # fmt: skip
+
+
+def launched_ranks(worker: str, processes: int, *options: str) -> tuple[list[dict], float]:
+    """The benchmark script ``worker`` launched on ``processes`` CPU processes with ``options`` and
+    ``--output FOLDER``: each process's record (``FOLDER/rank<R>.json``), in rank order, and the
+    machine's peak above its start (``machine_peak_added_by``)."""
+    import json
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as folder:
+        command = [
+            *cpu_launch(processes),
+            str(Path(__file__).with_name(worker)),
+            *options,
+            "--output",
+            folder,
+        ]
+        _, added = machine_peak_added_by(command)
+        return [json.loads(path.read_text()) for path in sorted(Path(folder).glob("rank*.json"))], added
+
+
+def wide_random_encoder(tokenizer, hidden: int, model_class):
+    """A randomly initialised one-layer BERT ``model_class`` of ``hidden`` floats a vector: what the
+    processes' vectors cost depends on how many there are and how wide, not on the encoder's
+    depth, and one layer keeps the encoding short on a CPU."""
+    import torch
+    from transformers import BertConfig
+
+    torch.manual_seed(0)
+    config = BertConfig(
+        vocab_size=tokenizer.vocab_size,
+        hidden_size=hidden,
+        num_hidden_layers=1,
+        num_attention_heads=hidden // 64,
+        intermediate_size=256,
+    )
+    return model_class(config)
+
+
 def run_node_cache(arguments: argparse.Namespace) -> None:
     """The guide's cache filled by ``--processes`` processes of one machine (``node_cache_worker.py``
     under ``accelerate launch``): each process's resident and proportional memory once all hold it,
     and the machine's peak above what it held before the launch, sampled every 0.1 s."""
-    import json
-    import sys
-    import tempfile
-
-    worker = Path(__file__).with_name("node_cache_worker.py")
     print(
         "| processes | texts | floats a vector | cache GiB (one copy) | processes sharing it | s | "
         "RSS summed GiB | PSS summed GiB | machine's peak above its start GiB |\n"
         "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
     )
     for texts in arguments.texts:
-        with tempfile.TemporaryDirectory() as folder:
-            command = [
-                sys.executable, "-m", "accelerate.commands.launch",
-                "--config_file", str(REPO_ROOT / "accelerate_configs" / "cpu.yaml"),
-                "--num_processes", str(arguments.processes), "--num_cpu_threads_per_process", "1",
-                "--mixed_precision", "no", str(worker),
-                "--texts", str(texts), "--hidden", str(arguments.hidden), "--output", folder,
-            ]  # fmt: skip
-            _, added = machine_peak_added_by(command)
-            ranks = [json.loads(path.read_text()) for path in sorted(Path(folder).glob("rank*.json"))]
+        ranks, added = launched_ranks(
+            "node_cache_worker.py",
+            arguments.processes,
+            "--texts",
+            str(texts),
+            "--hidden",
+            str(arguments.hidden),
+        )
         print(
             f"| {arguments.processes} | {texts:,} | {arguments.hidden} | {ranks[0]['cache_gib']:.2f} | "
             f"{ranks[0]['sharers']} | {max(rank['seconds'] for rank in ranks):.1f} | "
             f"{sum(rank['rss'] for rank in ranks):.2f} | {sum(rank['pss'] for rank in ranks):.2f} | "
             f"{added:.2f} |",
+            flush=True,
+        )
+
+
+def run_ranking(arguments: argparse.Namespace) -> None:
+    """The training evaluation's ranking by ``--processes`` processes of one machine
+    (``ranking_worker.py`` under ``accelerate launch``): each process's time and peak resident
+    memory, and the machine's peak above what it held before the launch, sampled every 0.1 s."""
+    print(
+        "| processes | items | seeds | floats a vector | vectors GiB (one copy) | s | MPR | "
+        "peak RSS per process GiB | machine's peak above its start GiB |\n"
+        "|---:|---:|---:|---:|---:|---:|---:|---|---:|"
+    )
+    for items in arguments.items:
+        ranks, added = launched_ranks(
+            "ranking_worker.py",
+            arguments.processes,
+            *("--items", str(items), "--seeds", str(arguments.seeds), "--hidden", str(arguments.hidden)),
+        )
+        peaks = ", ".join(f"{rank['peak_rss_gib']:.2f}" for rank in ranks)
+        print(
+            f"| {arguments.processes} | {items:,} | {arguments.seeds} | {arguments.hidden} | "
+            f"{2 * items * arguments.hidden * 4 / 2**30:.2f} | {max(rank['seconds'] for rank in ranks):.1f} | "
+            f"{ranks[0]['mpr']:.2f} | {peaks} | {added:.2f} |",
             flush=True,
         )
 
@@ -1111,13 +1177,8 @@ def run_update_cache(arguments: argparse.Namespace) -> None:
     launcher = (
         [sys.executable, "-m", "metricbert_trainer.cli"]
         if arguments.processes == 1
-        else [
-            sys.executable, "-m", "accelerate.commands.launch",
-            "--config_file", str(REPO_ROOT / "accelerate_configs" / "cpu.yaml"),
-            "--num_processes", str(arguments.processes), "--num_cpu_threads_per_process", "1",
-            "--mixed_precision", "no", "-m", "metricbert_trainer.cli",
-        ]
-    )  # fmt: skip
+        else [*cpu_launch(arguments.processes), "-m", "metricbert_trainer.cli"]
+    )
     command = [
         *launcher, "encode", "--model", resolve_model_name(DEFAULT_MODEL),
         "--catalog", str(grown), "--cache", str(cache),
@@ -1410,6 +1471,14 @@ def main() -> None:
     node_cache.add_argument("--hidden", type=int, default=1024, help="Floats a vector (BERT-Large's 1024).")
     node_cache.add_argument("--processes", type=int, default=2)
     node_cache.set_defaults(run=run_node_cache)
+    ranking = commands.add_parser(
+        "ranking", help="The training evaluation's ranking by several processes of one machine: their memory."
+    )
+    ranking.add_argument("--items", nargs="+", type=int, default=[250_000])
+    ranking.add_argument("--seeds", type=int, default=500)
+    ranking.add_argument("--hidden", type=int, default=1024, help="Floats a vector (BERT-Large's 1024).")
+    ranking.add_argument("--processes", type=int, default=2)
+    ranking.set_defaults(run=run_ranking)
     search_parser = commands.add_parser("search", help="Exact and FAISS top-100: recall, time, memory.")
     search_parser.add_argument(
         "--items", type=int, default=None, help="A synthetic catalog; default: the wine sample."

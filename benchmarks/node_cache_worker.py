@@ -16,8 +16,8 @@ from pathlib import Path
 
 import torch
 from accelerate import PartialState
-from million_items import cache_on_cpu, synthetic_texts
-from transformers import AutoTokenizer, BertConfig, BertForMaskedLM
+from million_items import cache_on_cpu, synthetic_texts, wide_random_encoder
+from transformers import AutoTokenizer, BertForMaskedLM
 
 from metricbert_trainer.base.modeling import DEFAULT_MODEL, resolve_model_name
 from metricbert_trainer.data.token_rows import TokenRows
@@ -42,15 +42,7 @@ def main() -> None:
     args = parser.parse_args()
     state = PartialState(cpu=True)
     tokenizer = AutoTokenizer.from_pretrained(resolve_model_name(DEFAULT_MODEL))
-    torch.manual_seed(0)
-    config = BertConfig(
-        vocab_size=tokenizer.vocab_size,
-        hidden_size=args.hidden,
-        num_hidden_layers=1,
-        num_attention_heads=args.hidden // 64,
-        intermediate_size=256,
-    )
-    guide = StartingModelGuide(BertForMaskedLM(config))
+    guide = StartingModelGuide(wide_random_encoder(tokenizer, args.hidden, BertForMaskedLM))
     texts = synthetic_texts(args.texts)
     tokens = TokenRows.tokenize(tokenizer, texts, max_length=32)
     seconds = cache_on_cpu(guide, tokenizer, texts, tokens, max_length=32, batch_size=256)

@@ -251,13 +251,14 @@ def encode_catalog(
     show_progress: bool = False,
     across_processes: bool = False,
     precision: str = "auto",
+    first_process_only: bool = False,
     cache_only: bool = False,
 ) -> dict[str, np.ndarray] | None:
     """Embeds every item of ``catalog`` for a scoring ``mode``: one ``[N, hidden]`` matrix per view.
 
     The default mode, ``metric_inf``, gives one matrix per field; ``concat`` gives a single
     ``"concat"`` matrix of the fields joined by a space (see ``neighbours.catalog_views``).
-    ``cache_path``, ``cache_only`` and the rest: ``encode_views``.
+    ``cache_path``, ``first_process_only``, ``cache_only`` and the rest: ``encode_views``.
     """
     return encode_views(
         model,
@@ -269,6 +270,7 @@ def encode_catalog(
         show_progress=show_progress,
         across_processes=across_processes,
         precision=precision,
+        first_process_only=first_process_only,
         cache_only=cache_only,
     )
 
@@ -284,6 +286,7 @@ def encode_views(
     show_progress: bool = False,
     across_processes: bool = False,
     precision: str = "auto",
+    first_process_only: bool = False,
     cache_only: bool = False,
 ) -> dict[str, np.ndarray] | None:
     """Embeds each named list of texts of ``views``: one ``[len(texts), hidden]`` matrix per name.
@@ -301,13 +304,23 @@ def encode_views(
     bf16 on a GPU serve a later call on a CPU, as the batch size and the device, which also round
     them differently, do. The cache records it, and a call that reuses the cache says it.
 
+    ``first_process_only``: with ``across_processes``, process 0 alone receives the matrices, or
+    reads them from the cache, and the others return ``None`` (``encode_texts``), for a caller
+    whose process 0 alone uses them (the training evaluation's ranking): at ten million items each
+    process would otherwise hold 31 GB of MiniLM vectors it never reads.
+
     ``cache_only``: the caller wants the cache at ``cache_path``, not the vectors (``metricbert
-    encode``), and ``None`` is returned. A cache that matches is checked but its vectors are not
-    read, and in a shared encoding only process 0 holds the vectors, while it writes them: at ten
-    million items each process would otherwise hold 31 GB of MiniLM vectors it never reads.
+    encode``), and ``None`` is returned on every process: a cache that matches is checked but its
+    vectors are not read, and in a shared encoding only process 0 holds the vectors, while it
+    writes them.
     """
     if cache_only and cache_path is None:
         raise ValueError("cache_only needs a cache_path to write.")
+    first_only = first_process_only or cache_only
+    writer = (
+        not across_processes or not torch.distributed.is_initialized() or torch.distributed.get_rank() == 0
+    )
+    returns = not cache_only and (writer or not first_only)
 
     def encode(texts: list[str]) -> np.ndarray | None:
         return encode_texts(
@@ -319,11 +332,12 @@ def encode_views(
             show_progress=show_progress,
             across_processes=across_processes,
             precision=precision,
-            first_process_only=cache_only,
+            first_process_only=first_only,
         )
 
     if cache_path is None:
-        return {name: encode(texts) for name, texts in views.items()}
+        encoded = {name: encode(texts) for name, texts in views.items()}
+        return encoded if returns else None
     cache_path = check_cache_path(cache_path)
     fingerprint, model_fingerprint = embedding_fingerprints(model, tokenizer, views, max_length=max_length)
     cached = read_fingerprinted_npz(
@@ -334,22 +348,19 @@ def encode_views(
         cache="embedding cache",
         again="encoding what it lacks",
         optional=["precision"],
-        load=not cache_only,
+        load=returns,
     )
     if cached is not None:
         # A cache written before the precision was recorded (2026-11-29) lacks it.
         encoded = f"encoded in {cached['precision']}" if "precision" in cached else "precision not recorded"
         logger.info("Reusing embeddings from %s (%s).", cache_path, encoded)
-        return None if cache_only else {name: cached[f"view:{name}"] for name in views}
+        return {name: cached[f"view:{name}"] for name in views} if returns else None
     earlier = EarlierVectors.read(cache_path, model_fingerprint)
     digests = {name: text_digests(texts) for name, texts in views.items()}
     encoded_in = precision_label(next(model.parameters()).device, precision)
-    writer = (
-        not across_processes or not torch.distributed.is_initialized() or torch.distributed.get_rank() == 0
-    )
     embeddings, updated = None, False
     if earlier.rows:
-        if writer or not cache_only:
+        if writer or not first_only:
             try:
                 embeddings, encoded_in = earlier.updated(views, digests, encode, encoded_in)
             except UNREADABLE as error:
@@ -359,14 +370,14 @@ def encode_views(
         else:  # process 0 alone reads the earlier vectors back; this one encodes its share of the rest
             encode(list(earlier.missing(views, digests).values()))
         updated = embeddings is not None
-        if cache_only and across_processes:
+        if first_only and across_processes:
             updated = first_process_value(updated)  # whether process 0 could read them back
     if not updated:
         embeddings = {name: encode(texts) for name, texts in views.items()}
     if writer:
-        # Once: every process holds the same vectors, or (cache_only) this one alone.
+        # Once: every process holds the same vectors, or (first_only) this one alone.
         write_embedding_cache(cache_path, fingerprint, model_fingerprint, embeddings, digests, encoded_in)
-    return None if cache_only else embeddings
+    return embeddings if returns else None
 
 
 # Inference precisions: "auto" is bf16 (fp16 where unsupported) on CUDA and fp32 elsewhere; "bf16"

@@ -15,6 +15,7 @@ import numpy as np
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from metricbert_trainer.base.distances import Distance
+from metricbert_trainer.base.distributed import first_process_value
 from metricbert_trainer.data.annotations import Annotations
 from metricbert_trainer.data.catalog import Catalog
 from metricbert_trainer.evaluation.metrics import annotated_ranks, ranking_metrics
@@ -103,7 +104,19 @@ class RankingEvaluator:
             )
 
     def __call__(self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> dict[str, float]:
-        return evaluate_scorer(self.scorer(model, tokenizer), self.catalog, self.annotations, ks=self.ks)
+        scorer = self.scorer(model, tokenizer)
+        if not isinstance(scorer, EncoderScorer) or not scorer.first_process_only:
+            return evaluate_scorer(scorer, self.catalog, self.annotations, ks=self.ks)
+        # Process 0 alone holds the catalog's vectors and ranks it from the seeds (at a million
+        # items, 3 GB of MiniLM vectors, as much again scaled, and 2 GB of rows for 500 seeds): the
+        # other processes encode their share and take its metrics.
+        vectors = scorer.item_vectors(self.catalog)
+        metrics = (
+            None
+            if vectors is None
+            else evaluate_vectors(vectors, scorer.distance, self.annotations, ks=self.ks)
+        )
+        return first_process_value(metrics)
 
     @property
     def description(self) -> str:
@@ -116,7 +129,8 @@ class RankingEvaluator:
 
     def scorer(self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> Scorer:
         """How the model in training ranks the catalog: its embeddings under ``mode``. The trainer
-        evaluates on every process at once, so in a distributed run they share the encoding."""
+        evaluates on every process at once, so in a distributed run they share the encoding, and
+        process 0 alone receives the vectors and ranks."""
         return EncoderScorer(
             model,
             tokenizer,
@@ -124,6 +138,7 @@ class RankingEvaluator:
             batch_size=self.batch_size,
             max_length=self.max_length,
             across_processes=True,
+            first_process_only=True,
         )
 
 

@@ -181,8 +181,9 @@ class EncoderScorer(VectorScorer):
 
     ``mode="metric_inf"`` is the paper's Metric_Inf; ``"concat"`` its "Mean" rows.
     ``across_processes`` shares the encoding among the processes of a distributed run, all of
-    which must then score together (``encoding.encode_texts``). ``precision`` is the encoding's
-    (``encoding.inference_autocast``: ``auto``, ``bf16`` or ``fp32``).
+    which must then score together (``encoding.encode_texts``); with ``first_process_only``
+    process 0 alone receives the vectors, and ``item_vectors`` is ``None`` on the others.
+    ``precision`` is the encoding's (``encoding.inference_autocast``: ``auto``, ``bf16`` or ``fp32``).
     """
 
     model: PreTrainedModel
@@ -196,8 +197,9 @@ class EncoderScorer(VectorScorer):
     show_progress: bool = False
     across_processes: bool = False
     precision: str = "auto"
+    first_process_only: bool = False
 
-    def item_vectors(self, catalog: Catalog) -> dict[str, Matrix]:
+    def item_vectors(self, catalog: Catalog) -> dict[str, Matrix] | None:
         return encode_catalog(
             self.model,
             self.tokenizer,
@@ -209,6 +211,7 @@ class EncoderScorer(VectorScorer):
             show_progress=self.show_progress,
             across_processes=self.across_processes,
             precision=self.precision,
+            first_process_only=self.first_process_only,
         )
 
 
