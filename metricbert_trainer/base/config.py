@@ -61,16 +61,18 @@ def has_bf16_instructions(flags: set[str] | None = None) -> bool:
     return bool(BF16_INSTRUCTIONS & (cpu_flags() if flags is None else flags))
 
 
-# AMD's family 26, Zen 5: AVX512-BF16 on full-width 512-bit units.
-AMD_ZEN5 = ("AuthenticAMD", 26)
+# AMD's families with AVX512-BF16 where it was measured to pay: 25, Zen 4 (its 512-bit
+# instructions on 256-bit units; the family's Zen 3 lacks the flag), and 26, Zen 5 (full-width units).
+AMD_BF16_FAMILIES = frozenset({("AuthenticAMD", 25), ("AuthenticAMD", 26)})
 
 
 def bf16_pays_on(cpu_flags: set[str], vendor: str = "", family: int = 0) -> bool:
     """Where bf16 autocast made a training step faster, measured (benchmarks/RESULTS.md): AMX's
     bf16 tiles (1.39x fp32 on a 2-core Xeon) and AVX512-BF16 on an AMD Zen 5 (2.10x, "bf16 on Zen
-    5"). AVX512-BF16 alone is not enough: on a Xeon with it and no AMX the step ran at 0.75x of
-    fp32 ("bf16 without AMX"). Other CPUs with the flag (AMD's Zen 4 among them) are not measured."""
-    return "amx_bf16" in cpu_flags or ("avx512_bf16" in cpu_flags and (vendor, family) == AMD_ZEN5)
+    5") and Zen 4 (1.59x, "bf16 on Zen 4"). AVX512-BF16 alone is not enough: on a Xeon with it and
+    no AMX the step ran at 0.75x of fp32 ("bf16 without AMX"). Other CPUs with the flag are not
+    measured."""
+    return "amx_bf16" in cpu_flags or ("avx512_bf16" in cpu_flags and (vendor, family) in AMD_BF16_FAMILIES)
 
 
 def launched_without_accelerator() -> bool:
@@ -162,7 +164,7 @@ class CatalogTrainerConfig(TrainingArguments):
         default=True,
         metadata={
             "help": "Without a GPU, on a CPU where bf16 was measured to pay (AMX's bf16 tiles; AVX512-BF16 on an "
-            "AMD Zen 5), train under bf16 autocast: faster, with rankings within the seed spread of fp32 "
+            "AMD Zen 4 or Zen 5), train under bf16 autocast: faster, with rankings within the seed spread of fp32 "
             "(measurements: benchmarks/RESULTS.md). No effect when bf16 or fp16 is set, on GPUs, or on other CPUs, "
             "among them Intel's AVX512-BF16 without AMX, where bf16 is slower than fp32 (set bf16 to force it)."
         },

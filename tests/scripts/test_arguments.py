@@ -226,14 +226,17 @@ def test_a_users_config_says_which_recipe_settings_it_drops(tmp_path, caplog):
 
 def test_cpu_bf16_chooses_bf16_autocast_where_it_was_measured_to_pay():
     """The CPUs measured in benchmarks/RESULTS.md: a Xeon with AMX (bf16 trained 1.39x faster than
-    fp32), an AMD Zen 5 with AVX512-BF16 (2.10x); a Xeon with AVX512-BF16 (and AVX512-FP16) but no
-    AMX trained at 0.75x, and an unmeasured Zen 4 (family 25) with the same flag stays in fp32."""
+    fp32), AMD's Zen 5 (family 26, 2.10x) and Zen 4 (family 25, 1.59x) with AVX512-BF16; a Xeon
+    with AVX512-BF16 (and AVX512-FP16) but no AMX trained at 0.75x, and family 25's Zen 3, without
+    the flag, and an unmeasured family with it stay in fp32."""
     assert bf16_pays_on(
         {"avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile", "amx_int8"}, "GenuineIntel", 6
     )
     assert not bf16_pays_on({"avx2", "avx512f", "avx512_bf16", "avx512_fp16"}, "GenuineIntel", 6)
     assert bf16_pays_on({"avx2", "avx512f", "avx512_bf16"}, "AuthenticAMD", 26)
-    assert not bf16_pays_on({"avx2", "avx512f", "avx512_bf16"}, "AuthenticAMD", 25)
+    assert bf16_pays_on({"avx2", "avx512f", "avx512_bf16"}, "AuthenticAMD", 25)
+    assert not bf16_pays_on({"avx2", "fma"}, "AuthenticAMD", 25)
+    assert not bf16_pays_on({"avx2", "avx512f", "avx512_bf16"}, "AuthenticAMD", 27)
     assert not bf16_pays_on({"avx2", "fma"}, "AuthenticAMD", 26)
     assert not bf16_pays_on({"avx2", "fma"})
 
