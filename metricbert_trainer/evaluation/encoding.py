@@ -79,9 +79,10 @@ def encode_texts(
     a machine holds one copy of them rather than one per process.
 
     ``first_process_only``: with ``across_processes``, process 0 alone receives the vectors and
-    the others return ``None`` once they have encoded their share, for a launch that only writes
-    them out (``metricbert encode``): the catalog's vectors are then held once, not once per
-    process (31 GB each for the 20 million MiniLM texts of ten million items).
+    the others return ``None`` once they have encoded their share, for a caller whose process 0
+    alone uses them (``metricbert encode``, which writes them out; the training evaluation, which
+    ranks): the catalog's vectors are then held once, not once per process (31 GB each for the 20
+    million MiniLM texts of ten million items).
     """
     texts = list(texts)
     if out is not None and out.sharers > 1 and not across_processes:
