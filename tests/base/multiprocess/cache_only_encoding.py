@@ -5,7 +5,7 @@ no process reads), a catalog that changed (process 0 alone reads the earlier vec
 changed catalog whose earlier cache is damaged (found by process 0 alone, acted on by all).
 
 Each process records, per call, whether it returned nothing and the most memory Python's
-allocators (NumPy's arrays among them) held during the call; process 0 keeps each call's cache
+allocators (NumPy's arrays among them) held during the call above what they held before it; process 0 keeps each call's cache
 and texts for the test to compare with one process's encoding.
 
 Usage: accelerate launch --config_file accelerate_configs/cpu.yaml THIS_FILE MODEL_PATH ITEMS OUTPUT_FOLDER
@@ -67,11 +67,15 @@ def main(model_path: str, items: str, output_folder: str) -> None:
         "damaged": small,
     }
     records = {}
+    # Traced from here on and never stopped: tracemalloc.stop() while other threads free arrays
+    # crashed CPython before 3.12.9 (gh-128679), a segfault in about a third of these launches.
+    tracemalloc.start()
     for call, call_views in calls.items():
         if call == "damaged" and state.is_main_process:
             damage_the_view(cache)
         state.wait_for_everyone()
-        tracemalloc.start()
+        held, _ = tracemalloc.get_traced_memory()
+        tracemalloc.reset_peak()
         returned = encode_views(
             model,
             tokenizer,
@@ -82,8 +86,7 @@ def main(model_path: str, items: str, output_folder: str) -> None:
             across_processes=True,
             cache_only=True,
         )
-        records[call] = {"returned_none": returned is None, "peak": tracemalloc.get_traced_memory()[1]}
-        tracemalloc.stop()
+        records[call] = {"returned_none": returned is None, "peak": tracemalloc.get_traced_memory()[1] - held}
         if state.is_main_process:
             shutil.copy(cache, folder / f"{call}.npz")
             (folder / f"{call}.json").write_text(json.dumps(call_views), encoding="utf-8")
