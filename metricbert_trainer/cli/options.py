@@ -165,7 +165,7 @@ def add_precision(parser: argparse.ArgumentParser) -> None:
         choices=PRECISIONS,
         default="auto",
         help="Precision of the encoding: auto (bf16 on CUDA, fp32 on a CPU), bf16 (also on a CPU, where one "
-        "with AVX512-BF16 or AMX encodes about 2.3 times as fast, one without them 4 times slower; the "
+        "with AVX512-BF16 or AMX encodes 1.5 to 2.3 times as fast, one without them 4 times slower; the "
         "rankings move a little: docs/evaluation.md) or fp32.",
     )
 

@@ -382,8 +382,8 @@ def encode_views(
 
 
 # Inference precisions: "auto" is bf16 (fp16 where unsupported) on CUDA and fp32 elsewhere; "bf16"
-# also autocasts on CPU, which CPUs with bf16 instructions (AMX, AVX512-BF16) encode 2.3 times as
-# fast, the rankings moving within the training seeds' spread (docs/evaluation.md, "Encoding
+# also autocasts on CPU, which CPUs with bf16 instructions (AMX, AVX512-BF16) encode 1.5 (Zen 4) to
+# 2.3 (Zen 5) times as fast, the rankings moving within the training seeds' spread (docs/evaluation.md, "Encoding
 # precision"; without them autocast emulates bf16 at a quarter of fp32's speed: RESULTS.md's
 # "Encoding in bf16 on a CPU"); "fp32" never autocasts. "auto" stays fp32 on every CPU, so that the
 # evaluations' numbers do not depend on a CPU's instruction set, nor its speed on bf16 emulation.

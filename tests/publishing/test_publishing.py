@@ -339,7 +339,7 @@ def test_plot_command_draws_a_checkpoint(published, tmp_path, capsys, caplog):
 
 
 def test_the_recipes_plot_encodes_at_the_runs_precision(tiny_model_path, tmp_path, caplog):
-    """A run trained under bf16 plots under bf16 (2.3 times as fast on a CPU that chose it); the
+    """A run trained under bf16 plots under bf16 (1.5 to 2.3 times as fast on a CPU that chose it); the
     evaluation's fp32 is left alone."""
     import shutil
 
