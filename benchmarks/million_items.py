@@ -10,8 +10,10 @@
     python benchmarks/million_items.py epoch --max-lengths 64 128 256
     python benchmarks/million_items.py tfidf --items 1000000
     python benchmarks/million_items.py lengths --texts 500000 2000000
+    python benchmarks/million_items.py max-length --texts 1000000
     python benchmarks/million_items.py recommend --items 1000000
     python benchmarks/million_items.py update-cache --items 1000000 --added 1000
+    python benchmarks/million_items.py shared-encoding --texts 200000 --processes 1 2
     python benchmarks/million_items.py recommend --items 20000 --candidates 0 --all
     python benchmarks/million_items.py recommend --items 100000 --all --all-candidates 200 --recall-sample 500
     python benchmarks/million_items.py table-recall -- --model M --catalog C --all --output T --candidates 200
@@ -80,6 +82,11 @@ report and the encoding's longest-first order need it, counted with every text t
 (before) or a chunk at a time, on wine descriptions drawn with replacement: time and the peak
 memory it adds.
 
+``max-length``: the ``max_length`` a training run chooses from a field of ``--texts`` texts (the
+wine sample's and the Debian catalog's descriptions, drawn with replacement), from every text's
+token length and from a sample of ``lengths.LENGTHS_SAMPLED`` (``data_driven_max_length``): each
+way's 95th percentile, the ``max_length`` it gives, and its time.
+
 ``recommend``: ``metricbert recommend --cache`` as a user runs it at ``--items`` items, twice: the
 first call fits and lists what the caches keep, the second reads them back (an embedding cache of
 synthetic vectors is written first, under the real model's fingerprint). With ``--all`` each call
@@ -95,6 +102,14 @@ row's catalog and synthetic cache) that gained ``--added`` new items: the time a
 the whole command, which reads back every text the cache holds and encodes the new items' alone;
 then the same command again, which reads the updated cache back whole (the memory a cache that
 matches costs, beside which the update's is judged).
+
+``shared-encoding``: ``--texts`` wine descriptions tokenized as a training's start does
+(``TokenRows``), then encoded, by ``--processes`` processes of one machine under ``accelerate
+launch`` (``encoding_worker.py``: a random one-layer encoder of ``--hidden`` floats, fast as a GPU
+is beside a CPU's tokenizer): the slowest process's time for each, and each one's peak RSS. What it
+shows is the work every process does besides its share (before 2026-11-30 each tokenized every
+text, and counted every text's tokens to order the encoding); run from a worktree of an earlier
+tree (``cd <worktree> && PYTHONPATH=<worktree>``) for the before.
 
 ``start``: the catalog recipe (``recipes/train_catalog.py``) as a user launches it, stopped after
 two steps (``--max_steps 2``: one step's schedule would be all warm-up), on a catalog of ``--items`` wine texts drawn with replacement,
@@ -764,6 +779,28 @@ def run_ranking(arguments: argparse.Namespace) -> None:
         )
 
 
+def run_shared_encoding(arguments: argparse.Namespace) -> None:
+    """``TokenRows`` and ``encode_texts`` across ``--processes`` processes of one machine
+    (``encoding_worker.py`` under ``accelerate launch``): the slowest process's time for each, and
+    each one's peak resident memory."""
+    print(
+        "| processes | texts | token rows, s | encoding, s (floats a vector) | peak RSS per process GiB |\n"
+        "|---:|---:|---:|---:|---|"
+    )
+    for texts in arguments.texts:
+        for processes in arguments.processes:
+            ranks, _ = launched_ranks(
+                "encoding_worker.py", processes, "--texts", str(texts), "--hidden", str(arguments.hidden)
+            )
+            peaks = ", ".join(f"{rank['peak_rss_gib']:.2f}" for rank in ranks)
+            tokens = max(rank["token_rows_seconds"] for rank in ranks)
+            seconds = max(rank["seconds"] for rank in ranks)
+            print(
+                f"| {processes} | {texts:,} | {tokens:.1f} | {seconds:.1f} ({arguments.hidden}) | {peaks} |",
+                flush=True,
+            )
+
+
 def lengths_row(texts: int, way: str) -> dict:
     """Token lengths of ``texts`` wine descriptions drawn with replacement, in a process of its own:
     every text tokenized at once (how the catalog's lengths were counted before), or a chunk at a
@@ -787,6 +824,38 @@ def lengths_row(texts: int, way: str) -> dict:
     else:
         longest_first(tokenizer, column, 128)
     return {"seconds": time.perf_counter() - started, "added_gib": peak_rss_gib() - before}
+
+
+def run_max_length(arguments: argparse.Namespace) -> None:
+    import math
+
+    import pandas as pd
+    from transformers import AutoTokenizer
+
+    from metricbert_trainer.base.modeling import DEFAULT_MODEL, resolve_model_name
+    from metricbert_trainer.data.lengths import LENGTH_MULTIPLE, LENGTHS_SAMPLED, length_sample, token_lengths
+
+    tokenizer = AutoTokenizer.from_pretrained(resolve_model_name(DEFAULT_MODEL))
+    print(
+        "| descriptions | texts | counted | 95th percentile, tokens | max_length (cap 256) | s |\n"
+        "|---|---:|---|---:|---:|---:|"
+    )
+    for name, (catalog, _, _) in BENCHMARKS.items():
+        column = pd.read_csv(REPO_ROOT / catalog).dropna(subset=["description"]).description.astype(str)
+        for texts in arguments.texts:
+            drawn = column.sample(n=texts, replace=True, random_state=0).tolist()
+            for way, measured in (
+                ("every text", drawn),
+                (f"a sample of {LENGTHS_SAMPLED:,}", length_sample(drawn, LENGTHS_SAMPLED)),
+            ):
+                started = time.perf_counter()
+                percentile = float(np.percentile(token_lengths(tokenizer, measured), 95))
+                seconds = time.perf_counter() - started
+                chosen = min(LENGTH_MULTIPLE * math.ceil(percentile / LENGTH_MULTIPLE), 256)
+                print(
+                    f"| {name} | {texts:,} | {way} | {percentile:.1f} | {chosen} | {seconds:.1f} |",
+                    flush=True,
+                )
 
 
 def run_lengths(arguments: argparse.Namespace) -> None:
@@ -1479,6 +1548,13 @@ def main() -> None:
     ranking.add_argument("--hidden", type=int, default=1024, help="Floats a vector (BERT-Large's 1024).")
     ranking.add_argument("--processes", type=int, default=2)
     ranking.set_defaults(run=run_ranking)
+    shared = commands.add_parser(
+        "shared-encoding", help="Tokenizing and encoding across several processes of one machine: time."
+    )
+    shared.add_argument("--texts", nargs="+", type=int, default=[200_000])
+    shared.add_argument("--hidden", type=int, default=64, help="Floats a vector of the one-layer encoder.")
+    shared.add_argument("--processes", nargs="+", type=int, default=[1, 2])
+    shared.set_defaults(run=run_shared_encoding)
     search_parser = commands.add_parser("search", help="Exact and FAISS top-100: recall, time, memory.")
     search_parser.add_argument(
         "--items", type=int, default=None, help="A synthetic catalog; default: the wine sample."
@@ -1543,6 +1619,11 @@ def main() -> None:
         "--backend", choices=["exact", "faiss"], default="faiss", help="How the candidates are found."
     )
     rerank.set_defaults(run=run_rerank)
+    max_length = commands.add_parser(
+        "max-length", help="max_length from every text's token length against a sample's."
+    )
+    max_length.add_argument("--texts", nargs="+", type=int, default=[1_000_000])
+    max_length.set_defaults(run=run_max_length)
     lengths = commands.add_parser(
         "lengths", help="Token lengths of a whole catalog's texts: at once against a chunk at a time."
     )

@@ -138,7 +138,8 @@ class CatalogTrainerConfig(TrainingArguments):
         metadata={
             "help": "Texts are truncated to this many tokens, in training and in evaluation. Unset: chosen from the "
             "catalog, the max_length_percentile of each field's token lengths (the largest over fields; shorter "
-            "fields pad only to their own batch maximum), rounded up to a multiple of 8 and capped at max_length_cap."
+            "fields pad only to their own batch maximum; a field of over 100,000 texts is measured on a sample of "
+            "100,000), rounded up to a multiple of 8 and capped at max_length_cap."
         },
     )
     max_length_percentile: float = field(

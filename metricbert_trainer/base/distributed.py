@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 import torch.distributed as dist
 
@@ -54,6 +55,12 @@ def process_group_closed_at_exit() -> Iterator[None]:
 def world_size() -> int:
     """The number of processes training together, 1 outside ``torch.distributed``."""
     return dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
+
+
+def is_first_process() -> bool:
+    """Whether this is process 0 of a distributed run, or the only process outside one: the one
+    that writes what every process would otherwise write alike, and reads what only it uses."""
+    return world_size() == 1 or dist.get_rank() == 0
 
 
 def first_process_value(value: object) -> object:
@@ -151,13 +158,15 @@ def listed_in_shares(
     What the processes need before training, the batches' neighbour lists and the teacher's shared
     neighbours above all, must come out the same on all of them: each draws the epoch's order of
     items from its own lists and keeps its share, so lists that differ would repeat some items and
-    skip others. Each process lists a contiguous share of the rows (``torch.arange``, sizes within
-    one of each other) and every process receives all the shares, gathered through ``device`` (the
-    run's own: NCCL sends CUDA tensors only): ``P`` processes list ``N / P`` rows each instead of all
-    ``N`` rows each, which on one machine also stops them competing for its cores. Rows listed from a
-    FAISS index, which parallel threads fill in whatever order they run, may differ a little from
-    one process's index to another's; gathered, every process holds the same lists. ``list_rows``
-    must return ``[len(rows), K]`` with the same ``K`` and dtype on every process."""
+    skip others. So must the token counts by which each process of a shared encoding takes its
+    share of the texts (``encoding.longest_first``). Each process lists a contiguous share of the
+    rows (``torch.arange``, sizes within one of each other) and every process receives all the
+    shares, gathered through ``device`` (the run's own: NCCL sends CUDA tensors only): ``P``
+    processes list ``N / P`` rows each instead of all ``N`` rows each, which on one machine also
+    stops them competing for its cores. Rows listed from a FAISS index, which parallel threads fill
+    in whatever order they run, may differ a little from one process's index to another's;
+    gathered, every process holds the same lists. ``list_rows`` must return ``[len(rows), K]`` with
+    the same ``K`` and dtype on every process."""
     processes = world_size()
     if processes == 1:
         return list_rows(torch.arange(count))
@@ -173,6 +182,39 @@ def listed_in_shares(
     shares = [torch.empty_like(padded) for _ in range(processes)]
     dist.all_gather(shares, padded)
     return torch.cat([share[:size] for share, size in zip(shares, sizes, strict=True)]).to(own.device)
+
+
+def gathered_in_rank_order(own: np.ndarray, device: torch.device | str) -> np.ndarray:
+    """Every process's one-dimensional ``own`` (of any length and dtype, the same dtype on every
+    process) joined in rank order, on every process: what contiguous shares of rows, each process's
+    own (``listed_in_shares``), hold when a row's size varies (a text's token ids). Gathered
+    through ``device`` (NCCL sends CUDA tensors only) ``GATHER_BYTES`` of each process at a time,
+    as bytes: the collectives do not all send 16-bit integers, and the whole of ten million items'
+    token ids (10 GiB) would otherwise be on the device at once."""
+    own = np.ascontiguousarray(own)
+    size = torch.tensor([own.nbytes], device=device)
+    sizes = [torch.zeros_like(size) for _ in range(world_size())]
+    dist.all_gather(sizes, size)
+    sizes = [int(value) for value in sizes]
+    starts = np.concatenate([[0], np.cumsum(sizes)])
+    joined = np.empty(int(starts[-1]), dtype=np.uint8)
+    own_bytes = own.view(np.uint8)
+    for first in range(0, max(sizes), GATHER_BYTES):
+        part = np.zeros(min(GATHER_BYTES, max(sizes) - first), dtype=np.uint8)
+        mine = own_bytes[first : first + len(part)]
+        part[: len(mine)] = mine
+        sent = torch.from_numpy(part).to(device)
+        pieces = [torch.empty_like(sent) for _ in sizes]
+        dist.all_gather(pieces, sent)
+        for start, size, piece in zip(starts[:-1], sizes, pieces, strict=True):
+            taken = max(0, min(len(part), size - first))
+            joined[start + first : start + first + taken] = piece[:taken].cpu().numpy()
+        del sent, pieces
+    return joined.view(own.dtype)
+
+
+# Bytes of each process gathered at a time by ``gathered_in_rank_order``.
+GATHER_BYTES = 1 << 28
 
 
 def mean_by_name_across_processes(local: dict[str, float], device: torch.device | str) -> dict[str, float]:

@@ -11,10 +11,11 @@ embedding cache share its reading and writing (``read_fingerprinted_npz``, ``wri
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import logging
 import zipfile
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import IO
 
@@ -54,6 +55,12 @@ BLOCK_ROWS = 16_384
 
 # What reading a damaged or foreign archive raises (a truncated member, a CRC that fails at its end).
 UNREADABLE = (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile)
+
+
+def texts_at(views: dict[str, list[str]], positions: Iterable[int]) -> list[str]:
+    """The texts at ``positions`` among the texts of ``views`` one after another."""
+    texts = list(itertools.chain.from_iterable(views.values()))
+    return [texts[position] for position in positions]
 
 
 class EarlierVectors:
@@ -100,17 +107,18 @@ class EarlierVectors:
         self,
         views: dict[str, list[str]],
         digests: dict[str, list[bytes]],
+        missing: dict[bytes, int],
         encode: Callable[[list[str]], np.ndarray],
         precision: str,
         *,
         block_rows: int = BLOCK_ROWS,
     ) -> tuple[dict[str, np.ndarray], str]:
         """The matrices of ``views`` (whose texts' ``digests`` are given): the vectors of the texts
-        this cache holds read back (``block_rows`` of a stored view at a time), the others encoded
-        by ``encode`` (once each, at ``precision``); and the precisions the result was encoded in.
-        Raises one of ``UNREADABLE`` when the cache's vectors cannot be read back whole."""
-        missing = self.missing(views, digests)
-        encoded = encode(list(missing.values()))
+        this cache holds read back (``block_rows`` of a stored view at a time), the others
+        (``missing``, from ``self.missing``) encoded by ``encode`` (once each, at ``precision``);
+        and the precisions the result was encoded in. Raises one of ``UNREADABLE`` when the cache's
+        vectors cannot be read back whole."""
+        encoded = encode(texts_at(views, missing.values()))
         encoded_rows = {digest: row for row, digest in enumerate(missing)}
         total = sum(len(rows) for rows in digests.values())
         read_back = total - sum(digest in encoded_rows for rows in digests.values() for digest in rows)
@@ -150,15 +158,17 @@ class EarlierVectors:
                         matrices[name][destinations[part:end]] = block[rows[part:end] - first]
         return matrices, ", ".join(sorted(precisions))
 
-    def missing(self, views: dict[str, list[str]], digests: dict[str, list[bytes]]) -> dict[bytes, str]:
+    def missing(self, views: dict[str, list[str]], digests: dict[str, list[bytes]]) -> dict[bytes, int]:
         """The texts of ``views`` (whose ``digests`` are given) that this cache lacks, each once,
-        by digest, in the order ``updated`` encodes them."""
-        return {
-            digest: text
-            for name, texts in views.items()
-            for text, digest in zip(texts, digests[name], strict=True)
-            if digest not in self.rows
-        }
+        by digest, in the order ``updated`` encodes them: where each first comes among the views'
+        texts one after another (``texts_at``), a few numbers that process 0 of a shared encoding
+        can send the others, which then need neither the digests nor the cache."""
+        rows = itertools.chain.from_iterable(digests[name] for name in views)
+        missing: dict[bytes, int] = {}
+        for position, digest in enumerate(rows):
+            if digest not in self.rows:
+                missing.setdefault(digest, position)
+        return missing
 
     def _places(
         self, digests: list[bytes], encoded_rows: dict[bytes, int], source_of: dict[str, int]

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -22,7 +22,12 @@ from tqdm.auto import tqdm
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from metricbert_trainer.base.attention import varying_shape_attention
-from metricbert_trainer.base.distributed import first_process_value, world_size
+from metricbert_trainer.base.distributed import (
+    first_process_value,
+    is_first_process,
+    listed_in_shares,
+    world_size,
+)
 from metricbert_trainer.base.node_memory import NodeArray
 from metricbert_trainer.base.pooling import mean_pool
 from metricbert_trainer.data.catalog import Catalog
@@ -34,6 +39,7 @@ from metricbert_trainer.evaluation.embedding_cache import (
     embedding_fingerprints,
     read_fingerprinted_npz,
     text_digests,
+    texts_at,
     write_embedding_cache,
 )
 from metricbert_trainer.evaluation.neighbours import METRIC_INF, catalog_views
@@ -90,15 +96,16 @@ def encode_texts(
     if out is not None and first_process_only:
         raise ValueError("An array shared by a machine's processes is received by all of them.")
     processes = world_size() if across_processes else 1
-    receives = not first_process_only or processes == 1 or torch.distributed.get_rank() == 0
+    receives = not first_process_only or processes == 1 or is_first_process()
     if not texts:
         if not receives:
             return None
         return out.array if out is not None else np.zeros((0, model.config.hidden_size), dtype=np.float32)
     if batch_size < 1:
         raise ValueError(f"batch_size must be at least 1; got {batch_size}.")
+    device = next(model.parameters()).device
     order = (
-        longest_first(tokenizer, texts, max_length)
+        longest_first(tokenizer, texts, max_length, across_processes=processes > 1, device=device)
         if lengths is None
         else np.argsort(-np.asarray(lengths), kind="stable")
     )
@@ -141,7 +148,6 @@ def encode_texts(
         show_progress,
         precision,
     )
-    device = next(model.parameters()).device
     # Gathered GATHER_ROWS of each share at a time: the whole gather would hold every process's
     # vectors on each device at once (N x hidden floats: 31 GB for MiniLM's 20 million texts of ten
     # million items, 82 GB for BERT-Large's), beside the model.
@@ -165,18 +171,43 @@ def encode_texts(
 GATHER_ROWS = 65536
 
 
-def longest_first(tokenizer: PreTrainedTokenizerBase, texts: Sequence[str], max_length: int) -> np.ndarray:
+def longest_first(
+    tokenizer: PreTrainedTokenizerBase,
+    texts: Sequence[str],
+    max_length: int,
+    *,
+    across_processes: bool = False,
+    device: torch.device | str = "cpu",
+) -> np.ndarray:
     """The positions of ``texts`` from the longest (in tokens, truncated) to the shortest, ties in
     order: a batch that does not fit in memory fails at once, not at the end, and each batch pads
     little. Tokenized a chunk at a time (``lengths.catalog_token_ids``): the fast tokenizer's encodings of
     every text at once took 6.5 GiB for 500,000 descriptions, which at a million items would not
-    fit in 24 GiB (``benchmarks/million_items.py lengths``)."""
-    lengths = np.fromiter(
-        (len(ids) for ids in catalog_token_ids(tokenizer, texts, max_length)),
-        dtype=np.int64,
-        count=len(texts),
-    )
-    return np.argsort(-lengths, kind="stable")
+    fit in 24 GiB (``benchmarks/million_items.py lengths``).
+
+    ``across_processes``: in a distributed run each process counts the tokens of a share of the
+    texts and every process receives all the counts (``distributed.listed_in_shares``, through
+    ``device``), so all of them share the texts out alike. Each process counted every text before:
+    116 s per two million wine descriptions on two cores, about 20 minutes in every process for the
+    20 million texts of ten million items (projected), however many processes shared the encoding."""
+    texts = list(texts)
+
+    def counted(rows: torch.Tensor) -> torch.Tensor:
+        start, stop = (int(rows[0]), int(rows[-1]) + 1) if len(rows) else (0, 0)
+        share = texts[start:stop]
+        counts = np.fromiter(
+            (len(ids) for ids in catalog_token_ids(tokenizer, share, max_length)),
+            dtype=np.int32,
+            count=len(share),
+        )
+        return torch.from_numpy(counts)[:, None]
+
+    processes = world_size() if across_processes else 1
+    if 1 < processes <= len(texts):
+        counts = listed_in_shares(counted, len(texts), device)
+    else:
+        counts = counted(torch.arange(len(texts)))
+    return np.argsort(-counts[:, 0].numpy(), kind="stable")
 
 
 def _encode_rows(
@@ -308,7 +339,9 @@ def encode_views(
     ``first_process_only``: with ``across_processes``, process 0 alone receives the matrices, or
     reads them from the cache, and the others return ``None`` (``encode_texts``), for a caller
     whose process 0 alone uses them (the training evaluation's ranking): at ten million items each
-    process would otherwise hold 31 GB of MiniLM vectors it never reads.
+    process would otherwise hold 31 GB of MiniLM vectors it never reads. Process 0 alone then
+    checks the cache, and tells the others whether it matches or which texts to encode
+    (``_encode_as_told``).
 
     ``cache_only``: the caller wants the cache at ``cache_path``, not the vectors (``metricbert
     encode``), and ``None`` is returned on every process: a cache that matches is checked but its
@@ -318,10 +351,10 @@ def encode_views(
     if cache_only and cache_path is None:
         raise ValueError("cache_only needs a cache_path to write.")
     first_only = first_process_only or cache_only
-    writer = (
-        not across_processes or not torch.distributed.is_initialized() or torch.distributed.get_rank() == 0
-    )
+    writer = not across_processes or is_first_process()
     returns = not cache_only and (writer or not first_only)
+    # Process 0 alone checks the cache and tells the others what to encode (``_encode_as_told``).
+    told = first_only and across_processes and world_size() > 1
 
     def encode(texts: list[str]) -> np.ndarray | None:
         return encode_texts(
@@ -340,6 +373,9 @@ def encode_views(
         encoded = {name: encode(texts) for name, texts in views.items()}
         return encoded if returns else None
     cache_path = check_cache_path(cache_path)
+    if told and not writer:
+        _encode_as_told(views, encode)
+        return None
     fingerprint, model_fingerprint = embedding_fingerprints(model, tokenizer, views, max_length=max_length)
     cached = read_fingerprinted_npz(
         cache_path,
@@ -352,6 +388,8 @@ def encode_views(
         load=returns,
     )
     if cached is not None:
+        if told:
+            first_process_value(CACHE_MATCHES)
         # A cache written before the precision was recorded (2026-11-29) lacks it.
         encoded = f"encoded in {cached['precision']}" if "precision" in cached else "precision not recorded"
         logger.info("Reusing embeddings from %s (%s).", cache_path, encoded)
@@ -359,26 +397,49 @@ def encode_views(
     earlier = EarlierVectors.read(cache_path, model_fingerprint)
     digests = {name: text_digests(texts) for name, texts in views.items()}
     encoded_in = precision_label(next(model.parameters()).device, precision)
-    embeddings, updated = None, False
+    embeddings = None
     if earlier.rows:
-        if writer or not first_only:
-            try:
-                embeddings, encoded_in = earlier.updated(views, digests, encode, encoded_in)
-            except UNREADABLE as error:
-                logger.warning(
-                    "Cannot read the embedding cache %s back (%s); encoding every text.", cache_path, error
-                )
-        else:  # process 0 alone reads the earlier vectors back; this one encodes its share of the rest
-            encode(list(earlier.missing(views, digests).values()))
-        updated = embeddings is not None
-        if first_only and across_processes:
-            updated = first_process_value(updated)  # whether process 0 could read them back
-    if not updated:
+        missing = earlier.missing(views, digests)
+        if told:
+            first_process_value(np.fromiter(missing.values(), dtype=np.int64, count=len(missing)))
+        try:
+            embeddings, encoded_in = earlier.updated(views, digests, missing, encode, encoded_in)
+        except UNREADABLE as error:
+            logger.warning(
+                "Cannot read the embedding cache %s back (%s); encoding every text.", cache_path, error
+            )
+        if told:
+            first_process_value(embeddings is not None)  # whether the others must encode every text
+    elif told:
+        first_process_value(EVERY_TEXT)
+    if embeddings is None:
         embeddings = {name: encode(texts) for name, texts in views.items()}
     if writer:
         # Once: every process holds the same vectors, or (first_only) this one alone.
         write_embedding_cache(cache_path, fingerprint, model_fingerprint, embeddings, digests, encoded_in)
     return embeddings if returns else None
+
+
+# What process 0 of a shared encoding tells the others when it finds the cache matching, or holding
+# nothing to read back; otherwise it sends the positions of the texts to encode (``texts_at``).
+CACHE_MATCHES, EVERY_TEXT = "the cache matches", "every text"
+
+
+def _encode_as_told(views: dict[str, list[str]], encode: Callable[[list[str]], np.ndarray | None]) -> None:
+    """A process other than 0 of a shared encoding whose process 0 alone uses the vectors: it
+    encodes its share of what process 0, which alone checks the cache and reads it, says is
+    missing. It needs neither the cache's fingerprint nor the texts' digests, nor reads the cache:
+    at a million items the digests of two million texts, and a read of 3 GiB for a cache that
+    matches, in every process."""
+    told = first_process_value(None)
+    if isinstance(told, np.ndarray):  # an update: the texts the earlier cache lacks
+        encode(texts_at(views, told))
+        if first_process_value(None):
+            return  # process 0 read the others back
+    elif told == CACHE_MATCHES:
+        return
+    for texts in views.values():
+        encode(texts)
 
 
 # Inference precisions: "auto" is bf16 (fp16 where unsupported) on CUDA and fp32 elsewhere; "bf16"

@@ -25,7 +25,7 @@ import torch
 from transformers import AutoModel, AutoTokenizer, PreTrainedTokenizerBase
 
 from metricbert_trainer.base.collator import field_inputs, unmasked
-from metricbert_trainer.base.distributed import world_size
+from metricbert_trainer.base.distributed import is_first_process
 from metricbert_trainer.data.token_rows import TokenRows
 from metricbert_trainer.evaluation.embedding_cache import (
     digest_matrix,
@@ -93,7 +93,7 @@ class TeacherEncoder:
             # Back on the host: training needs only the vectors, not the encoder's accelerator memory.
             self.model.to("cpu")
             stored.update(zip(map(text_digest, missing), encoded, strict=True))
-            if cache_path and (world_size() == 1 or torch.distributed.get_rank() == 0):
+            if cache_path and is_first_process():
                 _write_cache(Path(cache_path), fingerprint, stored)
         logger.info(
             "Teacher encoder %s: %d texts, %d read from its cache, %d encoded.",

@@ -314,9 +314,6 @@ class MetricBertTrainer(CatalogTrainer):
             self.shared_neighbours = self._list_shared_neighbours()
         if self.args.mlm_head_warmup_steps and not resuming:
             self.mlm_head_warmup = self._warm_up_mlm_head()
-        # Everything that reads the catalog's token ids has read them: at a million items of 256
-        # tokens they would hold 1 GiB for the rest of the run (tokenized again if asked for).
-        vars(self).pop("training_token_rows", None)
         return super().train(resume_from_checkpoint=resume_from_checkpoint, trial=trial, **kwargs)
 
     def _encode_with_teacher_encoder(self) -> TeacherEncoder:

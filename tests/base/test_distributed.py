@@ -241,6 +241,43 @@ def test_each_process_lists_its_share_and_every_process_gets_the_whole_catalogs_
     assert ranks[0]["own"][0][0] == 0 and ranks[0]["own"][-1][0] == 1000 + items - 1
 
 
+def test_processes_tokenize_a_share_of_the_catalog_each_and_all_receive_the_whole(
+    tmp_path, tokenizer, minilm_path
+):
+    """Every process of a launched training tokenized every catalog text, and every process of a
+    shared encoding counted every text's tokens to order them: about 19 minutes each, however many
+    processes, for the 20 million texts of ten million wine items. Each now takes a share, and all
+    receive what one process alone gets, the ids gathered whole or in pieces that end inside a row."""
+    import numpy as np
+
+    from metricbert_trainer.data.token_rows import TokenRows
+    from metricbert_trainer.evaluation.encoding import longest_first
+
+    words = "oak cherry tannin plum citrus mineral spice vanilla smoke berry".split()
+    # An odd count (shares of 1,000 and 1,001 texts), lengths from 1 to 60 words: some truncated.
+    texts = [" ".join(words[(row + word) % 10] for word in range(1 + row * 7 % 60)) for row in range(2001)]
+    (tmp_path / "texts.json").write_text(json.dumps(texts), encoding="utf-8")
+    launch(
+        "cpu.yaml",
+        MULTIPROCESS_SCRIPTS / "shared_tokenizing.py",
+        str(minilm_path),
+        str(tmp_path / "texts.json"),
+        str(tmp_path),
+    )
+    alone = TokenRows.tokenize(tokenizer, texts, 32)
+    assert (alone.lengths == 32).sum() > 100 and alone.lengths.min() < 10
+    for rank in (0, 1):
+        with np.load(tmp_path / f"rank{rank}.npz") as received:
+            for ids, offsets in (("ids", "offsets"), ("pieces_ids", "pieces_offsets")):
+                assert received[ids].dtype == alone.ids.dtype
+                np.testing.assert_array_equal(received[ids], alone.ids)
+                np.testing.assert_array_equal(received[offsets], alone.offsets)
+            np.testing.assert_array_equal(received["order"], longest_first(tokenizer, texts, 32))
+            # Its own share, twice (whole, then in pieces); its share's counts once.
+            assert received["rows_tokenized"] in (1000, 1001)
+            assert received["order_tokenized"] in (1000, 1001)
+
+
 def test_encode_shares_the_catalog_among_processes_and_writes_one_cache(files, tiny_model_path, tmp_path):
     """``accelerate launch -m metricbert_trainer.cli encode`` on two processes writes the cache once,
     with the vectors one process encodes alone."""
@@ -280,7 +317,9 @@ def test_a_launch_that_only_writes_the_cache_leaves_the_vectors_with_process_0(t
     earlier cache whole: 31 GB each for ten million MiniLM items. Now process 0 alone holds them,
     and no process reads a cache that matches; the cache is the one a single process writes, after
     a change of catalog too, and a damaged earlier cache that process 0 alone reads is encoded again
-    by all of them (no process left waiting)."""
+    by all of them (no process left waiting). Process 0 alone opens the cache, and each process
+    counts the tokens of a share of the texts to order them: every process counted every text,
+    about 20 minutes each for ten million items."""
     import numpy as np
     from transformers import AutoModel
 
@@ -300,6 +339,15 @@ def test_a_launch_that_only_writes_the_cache_leaves_the_vectors_with_process_0(t
     for call in ("fresh", "updated"):  # process 0 holds the vectors; process 1, its share's half
         assert first[call]["peak"] > vectors_bytes and second[call]["peak"] < vectors_bytes / 2, call
     assert first["matching"]["peak"] < vectors_bytes / 2 and second["matching"]["peak"] < vectors_bytes / 2
+    # Process 0 alone reads a cache that matches through (its CRCs); the other reads what says it
+    # is a cache (its names), neither its vectors nor, in an update, the earlier texts' digests.
+    assert first["matching"]["bytes_read"] > vectors_bytes
+    assert all(call["bytes_read"] < vectors_bytes / 100 for call in second.values())
+    # Each counts the tokens of a share of the texts, and tokenizes a share's batches: the texts
+    # once, where counting every text made it one and a half times.
+    texts = 2 * items
+    assert all(rank["fresh"]["texts_tokenized"] <= 1.1 * texts for rank in (first, second))
+    assert second["matching"]["texts_tokenized"] == 0
     assert result.stderr.count("39800 of 40000 texts read back, 200 distinct texts encoded") == 1
     assert result.stderr.count("Cannot read the embedding cache") == 1  # process 0 alone read it
     model = AutoModel.from_pretrained(model_path)

@@ -21,6 +21,27 @@ def test_the_percentile_of_the_longest_field_rounded_up_to_a_multiple_of_eight(t
     assert data_driven_max_length(tokenizer, fields, percentile=95, cap=64) == 64
 
 
+def test_a_large_field_is_measured_on_a_fixed_sample_of_its_texts(tokenizer, monkeypatch, caplog):
+    """Every process of a run counted every text's tokens to choose max_length (116 s per two
+    million texts, in each process); a field larger than ``LENGTHS_SAMPLED`` is measured on a sample
+    of that many, the same sample in every process and every call."""
+    import logging
+
+    from metricbert_trainer.data import lengths
+
+    monkeypatch.setattr(lengths, "LENGTHS_SAMPLED", 50)
+    sampled = lengths.length_sample(list(range(2000)), 50)
+    assert len(set(sampled)) == 50 and list(sampled) == sorted(sampled)
+    assert lengths.length_sample(list(range(2000)), 50) == sampled
+    # Long texts at the 50 sampled rows alone: the whole field's 95th percentile is a short text's.
+    words = [100 if row in set(sampled) else 3 for row in range(2000)]
+    assert np.percentile(token_lengths(tokenizer, _texts(words)), 95) == 5
+    fields = {"title": _texts([2] * 10), "description": _texts(words)}
+    with caplog.at_level(logging.INFO, logger="metricbert_trainer.data.lengths"):
+        assert data_driven_max_length(tokenizer, fields, percentile=95, cap=256) == 104  # 102 -> 104
+    assert "description from a sample of 50 texts" in caplog.text and "title from" not in caplog.text
+
+
 def test_lengths_counted_a_chunk_at_a_time_are_the_whole_catalogs(tokenizer, monkeypatch):
     """Token lengths, and the encoding's longest-first order, tokenize a catalog a chunk at a time
     (a fast tokenizer's encodings of a million texts at once do not fit in memory) and give what

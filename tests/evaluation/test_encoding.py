@@ -243,7 +243,8 @@ def test_an_update_reads_each_earlier_vector_back_exactly_whatever_the_block(tin
     results = []
     for block_rows in (1, 7, BLOCK_ROWS):
         stored = EarlierVectors.read(cache, model_fingerprint)
-        matrices, precision = stored.updated(views, digests, encode, "fp32", block_rows=block_rows)
+        missing = stored.missing(views, digests)
+        matrices, precision = stored.updated(views, digests, missing, encode, "fp32", block_rows=block_rows)
         assert asked.pop() == new_texts and precision == "fp32"
         results.append(matrices)
     fresh = dict(zip(new_texts, encode_texts(model, tokenizer, new_texts), strict=True))

@@ -2,11 +2,14 @@
 ``metricbert encode`` calls it, must leave the catalog's vectors with process 0 alone, which writes
 the cache, through each way a call can go: a first encoding, a cache that matches (whose vectors
 no process reads), a catalog that changed (process 0 alone reads the earlier vectors back), and a
-changed catalog whose earlier cache is damaged (found by process 0 alone, acted on by all).
+changed catalog whose earlier cache is damaged (found by process 0 alone, acted on by all). Process
+0 alone reads the cache, and tells the others what to encode; and each process counts the tokens of
+a share of the texts to order them, not of every text.
 
-Each process records, per call, whether it returned nothing and the most memory Python's
-allocators (NumPy's arrays among them) held during the call above what they held before it; process 0 keeps each call's cache
-and texts for the test to compare with one process's encoding.
+Each process records, per call, whether it returned nothing, the most memory Python's allocators
+(NumPy's arrays among them) held during the call above what they held before it, the bytes it read
+(``rchar`` of ``/proc/self/io``: files and sockets) and how many texts its tokenizer was given;
+process 0 keeps each call's cache and texts for the test to compare with one process's encoding.
 
 Usage: accelerate launch --config_file accelerate_configs/cpu.yaml THIS_FILE MODEL_PATH ITEMS OUTPUT_FOLDER
 """
@@ -21,6 +24,7 @@ import tracemalloc
 from pathlib import Path
 
 from accelerate import PartialState
+from counted_tokenizer import count_texts_tokenized
 from transformers import AutoModel, AutoTokenizer
 
 from metricbert_trainer.evaluation.encoding import encode_views
@@ -51,6 +55,12 @@ def damage_the_view(cache: Path) -> None:
     cache.write_bytes(bytes(data))
 
 
+def bytes_read() -> int:
+    """The bytes this process has read so far, from files (the cache among them) and sockets."""
+    counters = dict(line.split(": ") for line in Path("/proc/self/io").read_text().splitlines())
+    return int(counters["rchar"])
+
+
 def main(model_path: str, items: str, output_folder: str) -> None:
     logging.basicConfig(level=logging.INFO)  # the update says how many texts it read back
     state = PartialState(cpu=True)
@@ -67,6 +77,7 @@ def main(model_path: str, items: str, output_folder: str) -> None:
         "damaged": small,
     }
     records = {}
+    tokenized = count_texts_tokenized(tokenizer)
     # Traced from here on and never stopped: tracemalloc.stop() while other threads free arrays
     # crashed CPython before 3.12.9 (gh-128679), a segfault in about a third of these launches.
     tracemalloc.start()
@@ -76,6 +87,8 @@ def main(model_path: str, items: str, output_folder: str) -> None:
         state.wait_for_everyone()
         held, _ = tracemalloc.get_traced_memory()
         tracemalloc.reset_peak()
+        tokenized[0] = 0
+        read_before = bytes_read()
         returned = encode_views(
             model,
             tokenizer,
@@ -86,7 +99,12 @@ def main(model_path: str, items: str, output_folder: str) -> None:
             across_processes=True,
             cache_only=True,
         )
-        records[call] = {"returned_none": returned is None, "peak": tracemalloc.get_traced_memory()[1] - held}
+        records[call] = {
+            "returned_none": returned is None,
+            "peak": tracemalloc.get_traced_memory()[1] - held,
+            "bytes_read": bytes_read() - read_before,
+            "texts_tokenized": tokenized[0],
+        }
         if state.is_main_process:
             shutil.copy(cache, folder / f"{call}.npz")
             (folder / f"{call}.json").write_text(json.dumps(call_views), encoding="utf-8")

@@ -1,0 +1,54 @@
+"""Run under ``accelerate launch`` with two processes: the catalog's tokens counted and tokenized in
+shares, as a launched training and a shared encoding do (``base.trainer.shared_token_rows`` and
+``encoding.longest_first`` with ``across_processes``), the ids gathered in one piece and in pieces
+of a few bytes (``distributed.GATHER_BYTES``). Each process writes what it received and how many
+texts its tokenizer was given.
+
+Usage: accelerate launch --config_file accelerate_configs/cpu.yaml THIS_FILE TOKENIZER_PATH TEXTS_JSON OUTPUT_DIR
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import torch.distributed as dist
+from accelerate import PartialState
+from counted_tokenizer import count_texts_tokenized
+from transformers import AutoTokenizer
+
+from metricbert_trainer.base import distributed
+from metricbert_trainer.base.trainer import shared_token_rows
+from metricbert_trainer.evaluation.encoding import longest_first
+
+
+def main(tokenizer_path: str, texts_json: str, output_dir: str) -> None:
+    state = PartialState(cpu=True)
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_path)
+    texts = json.loads(Path(texts_json).read_text(encoding="utf-8"))
+    tokenized = count_texts_tokenized(tokenizer)
+    whole = shared_token_rows(tokenizer, texts, 32, state.device)
+    rows_tokenized = tokenized[0]
+    distributed.GATHER_BYTES = 64  # the ids in hundreds of pieces, a piece ending inside a row
+    pieces = shared_token_rows(tokenizer, texts, 32, state.device)
+    tokenized[0] = 0
+    order = longest_first(tokenizer, texts, 32, across_processes=True, device=state.device)
+    folder = Path(output_dir)
+    np.savez(
+        folder / f"rank{state.process_index}.npz",
+        ids=whole.ids,
+        offsets=whole.offsets,
+        pieces_ids=pieces.ids,
+        pieces_offsets=pieces.offsets,
+        order=order,
+        rows_tokenized=rows_tokenized,
+        order_tokenized=tokenized[0],
+    )
+    state.wait_for_everyone()  # leave the gloo group together (see conditional_statistics.py)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:])
