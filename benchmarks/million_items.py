@@ -11,6 +11,7 @@
     python benchmarks/million_items.py tfidf --items 1000000
     python benchmarks/million_items.py lengths --texts 500000 2000000
     python benchmarks/million_items.py max-length --texts 1000000
+    python benchmarks/million_items.py drawn-candidates --items 300000
     python benchmarks/million_items.py recommend --items 1000000
     python benchmarks/million_items.py update-cache --items 1000000 --added 1000
     python benchmarks/million_items.py shared-encoding --texts 200000 --processes 1 2
@@ -86,6 +87,13 @@ memory it adds.
 wine sample's and the Debian catalog's descriptions, drawn with replacement), from every text's
 token length and from a sample of ``lengths.LENGTHS_SAMPLED`` (``data_driven_max_length``): each
 way's 95th percentile, the ``max_length`` it gives, and its time.
+
+``drawn-candidates``: the teacher's candidates (``--teacher_shared_neighbour_candidates 200``) of
+``--items`` items drawn with replacement from the wine sample, about 26 copies of each at 300,000,
+as ``start`` draws its catalog: the zero-shot MiniLM's vectors of the sample (cached), an HNSW32
+index of the drawn rows (``indexed_unit_rows``) and ``faiss_candidate_pools``: how many items the
+index returned too few for (compared with every item since 2026-11-30; the search raised), and
+the time of building and of searching.
 
 ``recommend``: ``metricbert recommend --cache`` as a user runs it at ``--items`` items, twice: the
 first call fits and lists what the caches keep, the second reads them back (an embedding cache of
@@ -824,6 +832,40 @@ def lengths_row(texts: int, way: str) -> dict:
     else:
         longest_first(tokenizer, column, 128)
     return {"seconds": time.perf_counter() - started, "added_gib": peak_rss_gib() - before}
+
+
+def run_drawn_candidates(arguments: argparse.Namespace) -> None:
+    import logging
+
+    import faiss
+
+    from metricbert_trainer.evaluation.candidate_lists import faiss_candidate_pools, indexed_unit_rows
+
+    logging.basicConfig(level=logging.WARNING)
+    vectors = encoded_benchmark("wines")
+    count = len(vectors["title"])
+    matrix = np.concatenate([vectors["title"], vectors["description"]])
+    drawn = np.random.default_rng(0).integers(0, count, arguments.items)
+    started = time.perf_counter()
+    indexed = indexed_unit_rows(matrix, {"title": drawn, "description": drawn + count})
+    built = time.perf_counter() - started
+    started = time.perf_counter()
+    pools = list(faiss_candidate_pools(indexed, 200))
+    searched_seconds = time.perf_counter() - started
+    short = []
+    for rows, _ in pools:  # searched again, untimed: which items the index alone left short
+        _, searched = indexed.index.search(indexed.stacked[rows], 201)
+        short.append(rows[(searched < 0).any(axis=1)])
+    short = np.concatenate(short)
+    print(
+        "| items | distinct wines | items the index found too few for | index built, s | candidates, s |\n"
+        f"|---:|---:|---:|---:|---:|\n| {arguments.items:,} | {count:,} | {len(short):,} | {built:.1f} | "
+        f"{searched_seconds:.1f} |"
+    )
+    for width in (1024, 4096, 16384):  # whether a wider search reaches them
+        faiss.ParameterSpace().set_index_parameters(indexed.index, f"efSearch={width}")
+        _, searched = indexed.index.search(indexed.stacked[short], 201)
+        print(f"efSearch={width}: {int((searched < 0).any(axis=1).sum()):,} of them still short")
 
 
 def run_max_length(arguments: argparse.Namespace) -> None:
@@ -1619,6 +1661,11 @@ def main() -> None:
         "--backend", choices=["exact", "faiss"], default="faiss", help="How the candidates are found."
     )
     rerank.set_defaults(run=run_rerank)
+    drawn_candidates = commands.add_parser(
+        "drawn-candidates", help="The teacher's FAISS candidates of a catalog of many copies of each item."
+    )
+    drawn_candidates.add_argument("--items", type=int, default=300_000)
+    drawn_candidates.set_defaults(run=run_drawn_candidates)
     max_length = commands.add_parser(
         "max-length", help="max_length from every text's token length against a sample's."
     )

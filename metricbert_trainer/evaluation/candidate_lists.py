@@ -23,6 +23,7 @@ teacher) are the index's own storage, so not even that matrix is held apart from
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterable, Iterator, Sequence
 
 import numpy as np
@@ -33,17 +34,21 @@ from metricbert_trainer.base.distances import Distance
 from metricbert_trainer.data.catalog import Catalog
 from metricbert_trainer.evaluation.hybrid import FusedScorer, fused_ranker, standardised
 from metricbert_trainer.evaluation.neighbours import (
+    BLOCK_BYTES,
     column_ranges,
     filled_in_chunks,
     flat_storage,
     index_storage_rows,
     inner_product_index,
     is_unit_scaled,
+    nearest_in_rows,
     stacked_columns,
     top_k,
     unit_view,
 )
 from metricbert_trainer.evaluation.scorers import Scorer, VectorScorer
+
+logger = logging.getLogger(__name__)
 
 # Items whose candidates are re-scored at a time ([CHUNK, candidates] pairs per view).
 CHUNK = 128
@@ -282,20 +287,47 @@ def faiss_candidate_pools(
     default): each item's ``candidates`` nearest other items by the summed cosine of its unit
     views, from the FAISS index of every item that ``indexed`` holds (``indexed_views``); the
     index's order, the item itself left out (the last one found when the search missed the item
-    itself)."""
+    itself). An item the index returns too few for (a catalog of many identical items leaves an
+    HNSW graph with parts its search cannot reach) is compared with every item instead
+    (``exact_candidates``), and a warning says how many were; the search raised for them."""
     stacked, index, (factory, _) = indexed.stacked, indexed.index, indexed.index_settings
     items = np.arange(len(stacked)) if items is None else np.asarray(items)
+    short = 0
     for start in range(0, len(items), chunk):
         rows = items[start : start + chunk]
         _, found = index.search(stacked[rows], candidates + 1)  # +1: the item itself
         others = found != rows[:, None]
         kept = np.take_along_axis(found, np.argsort(~others, axis=1, kind="stable"), axis=1)[:, :candidates]
-        if (kept < 0).any():
-            raise ValueError(
-                f"The FAISS index {factory!r} returned fewer than {candidates} candidates for some items; "
-                "search it more widely (efSearch, nprobe) or ask for fewer candidates."
-            )
+        missed = np.flatnonzero((kept < 0).any(axis=1))
+        if len(missed):
+            kept[missed] = exact_candidates(stacked, rows[missed], candidates)
+            short += len(missed)
         yield rows, kept
+    if short:
+        logger.warning(
+            "The FAISS index %r returned fewer than %d candidates for %d of %d items (the copies of an item "
+            "that a catalog holds many of can be linked among themselves alone in an HNSW graph, which a wider "
+            "efSearch does not mend); their candidates were found by comparing them with every item.",
+            factory,
+            candidates,
+            short,
+            len(items),
+        )
+
+
+def exact_candidates(stacked: np.ndarray, rows: np.ndarray, candidates: int) -> np.ndarray:
+    """Each of ``rows``' ``candidates`` nearest other items by the summed cosine of the unit views
+    ``stacked`` side by side (the order a FAISS index of them searches in), nearest first, ties in
+    catalog order, every item compared: for the items an approximate index found too few for. One
+    ``neighbours.BLOCK_BYTES`` block of scores at a time."""
+    block = max(1, BLOCK_BYTES // (4 * len(stacked)))
+    nearest = np.empty((len(rows), candidates), dtype=np.int64)
+    for start in range(0, len(rows), block):
+        part = rows[start : start + block]
+        negated = stacked[part] @ stacked.T
+        np.negative(negated, out=negated)  # a distance: the nearest is the smallest
+        nearest[start : start + len(part)] = nearest_in_rows(negated, part, candidates).indices
+    return nearest
 
 
 def list_recall(lists: np.ndarray, exact: np.ndarray) -> float:

@@ -257,6 +257,33 @@ def test_faiss_candidate_pools_leave_each_item_out_across_chunks():
         stacked_unit_views({"title": np.full((3, 2), np.nan)})
 
 
+def test_items_an_hnsw_graph_cannot_reach_beyond_their_copies_get_exact_candidates(caplog):
+    """A catalog of about a hundred copies of each of 30 items, in drawn order: an HNSW graph can
+    link the copies of an item among themselves, and a search from one then reaches too few items.
+    It raised, and stopped a training run of 300,000 items drawn from the wine sample before its
+    first step; now those items are compared with every item, with a warning."""
+    # Seed 15 is one of the 40 first whose graph leaves items short (FAISS builds it alike on any
+    # number of threads); the others leave none.
+    rng = np.random.default_rng(15)
+    source = rng.standard_normal((60, 16)).astype(np.float32)
+    drawn = rng.integers(0, 30, 3000)
+    indexed = candidate_lists.indexed_unit_rows(source, {"title": drawn, "description": drawn + 30})
+    _, searched = indexed.index.search(indexed.stacked, 201)
+    short = np.flatnonzero((searched < 0).any(axis=1))
+    assert len(short) > 10  # the default HNSW32 graph leaves these items too few (102 of 3,000)
+    with caplog.at_level(logging.WARNING, logger="metricbert_trainer.evaluation.candidate_lists"):
+        pools = list(faiss_candidate_pools(indexed, 200))
+    assert f"fewer than 200 candidates for {len(short)} of 3000 items" in caplog.text
+    kept = np.concatenate([pool for _, pool in pools])
+    assert kept.min() >= 0 and not (kept == np.arange(3000)[:, None]).any()
+    assert all(len(set(pool)) == 200 for pool in kept)
+    summed_cosine = indexed.stacked[short] @ indexed.stacked.T
+    summed_cosine[np.arange(len(short)), short] = -np.inf
+    nearest = -np.sort(-summed_cosine, axis=1)[:, :200]
+    found = -np.sort(-np.take_along_axis(summed_cosine, kept[short], axis=1), axis=1)
+    np.testing.assert_allclose(found, nearest, atol=1e-5)
+
+
 def test_views_gathered_from_rows_of_one_matrix_are_the_stacked_unit_views_of_those_rows():
     """``unit_rows_of`` (training's teacher reading the guide's cache) gathers each view's rows into
     its column slice and scales it there: bit for bit what stacking the gathered views gives, with
