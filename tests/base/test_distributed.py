@@ -317,7 +317,7 @@ def test_a_launch_that_only_writes_the_cache_leaves_the_vectors_with_process_0(t
     earlier cache whole: 31 GB each for ten million MiniLM items. Now process 0 alone holds them,
     and no process reads a cache that matches; the cache is the one a single process writes, after
     a change of catalog too, and a damaged earlier cache that process 0 alone reads is encoded again
-    by all of them (no process left waiting). Process 0 alone opens the cache, and each process
+    by all of them (no process left waiting). Process 0 alone reads the cache, and each process
     counts the tokens of a share of the texts to order them: every process counted every text,
     about 20 minutes each for ten million items."""
     import numpy as np

@@ -7,8 +7,9 @@ changed catalog whose earlier cache is damaged (found by process 0 alone, acted 
 a share of the texts to order them, not of every text.
 
 Each process records, per call, whether it returned nothing, the most memory Python's allocators
-(NumPy's arrays among them) held during the call above what they held before it, the bytes it read
-(``rchar`` of ``/proc/self/io``: files and sockets) and how many texts its tokenizer was given;
+(NumPy's arrays among them) held during the call above what they held before it, the bytes its
+``read`` calls returned (``rchar`` of ``/proc/self/io``: the cache's among them; gloo's messages
+are not) and how many texts its tokenizer was given;
 process 0 keeps each call's cache and texts for the test to compare with one process's encoding.
 
 Usage: accelerate launch --config_file accelerate_configs/cpu.yaml THIS_FILE MODEL_PATH ITEMS OUTPUT_FOLDER
@@ -56,7 +57,7 @@ def damage_the_view(cache: Path) -> None:
 
 
 def bytes_read() -> int:
-    """The bytes this process has read so far, from files (the cache among them) and sockets."""
+    """The bytes this process's ``read`` calls have returned so far (the cache's among them)."""
     counters = dict(line.split(": ") for line in Path("/proc/self/io").read_text().splitlines())
     return int(counters["rchar"])
 
