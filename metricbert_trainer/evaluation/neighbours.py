@@ -134,9 +134,9 @@ def nearest_in_rows(rows: np.ndarray, queries: Sequence[int], k: int) -> TopK:
 def _stable_head(row: np.ndarray, k: int) -> np.ndarray:
     """``np.argsort(row, kind="stable")[:k]`` without sorting the whole row: every entry below the
     ``k``-th smallest value, then the first of those equal to it, ordered. A catalog of many copies
-    of its items ties at nearly every row's ``k``-th distance, and a whole sort of a million
-    distances takes about 0.1 s a row. A row of fewer than ``k`` numbers (NaN, which sorts last) is
-    sorted whole."""
+    of its items ties at nearly every row's ``k``-th distance, where a whole stable sort is
+    ``N log N`` work a row and this is linear. A row of fewer than ``k`` numbers (NaN, which sorts
+    last) is sorted whole."""
     numbers = row[~np.isnan(row)]
     if len(numbers) < k:
         return np.argsort(row, kind="stable")[:k]
