@@ -19,6 +19,7 @@ from accelerate import PartialState
 from million_items import cache_on_cpu, synthetic_texts, wide_random_encoder
 from transformers import AutoTokenizer, BertForMaskedLM
 
+from metricbert_trainer.base.distributed import process_group_closed_at_exit
 from metricbert_trainer.base.modeling import DEFAULT_MODEL, resolve_model_name
 from metricbert_trainer.data.token_rows import TokenRows
 from metricbert_trainer.metricbert.guide import StartingModelGuide
@@ -61,4 +62,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    with process_group_closed_at_exit():
+        main()

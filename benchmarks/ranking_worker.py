@@ -22,6 +22,7 @@ from accelerate import PartialState
 from million_items import synthetic_texts, wide_random_encoder
 from transformers import AutoTokenizer, BertModel
 
+from metricbert_trainer.base.distributed import process_group_closed_at_exit
 from metricbert_trainer.base.modeling import DEFAULT_MODEL, resolve_model_name
 from metricbert_trainer.data.annotations import Annotations
 from metricbert_trainer.data.catalog import load_catalog
@@ -65,4 +66,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    with process_group_closed_at_exit():
+        main()

@@ -21,6 +21,7 @@ from datasets import Dataset
 from step_timer import StepProfiler, StepTimer
 from transformers import AutoTokenizer, BertConfig, BertForMaskedLM
 
+from metricbert_trainer.base.distributed import process_group_closed_at_exit
 from metricbert_trainer.base.modeling import resolve_model_name
 from metricbert_trainer.metricbert.config import MetricBertConfig
 from metricbert_trainer.metricbert.trainer import MetricBertTrainer
@@ -169,4 +170,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    with process_group_closed_at_exit():
+        main()

@@ -28,6 +28,7 @@ from accelerate import PartialState
 from counted_tokenizer import count_texts_tokenized
 from transformers import AutoModel, AutoTokenizer
 
+from metricbert_trainer.base.distributed import process_group_closed_at_exit
 from metricbert_trainer.evaluation.encoding import encode_views
 
 WORDS = "oak cherry tannin plum citrus mineral spice vanilla smoke berry earth floral".split()
@@ -114,4 +115,5 @@ def main(model_path: str, items: str, output_folder: str) -> None:
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:])
+    with process_group_closed_at_exit():
+        main(*sys.argv[1:])

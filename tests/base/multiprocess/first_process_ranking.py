@@ -20,6 +20,7 @@ from accelerate import PartialState
 from cache_only_encoding import numbered_views
 from transformers import AutoModel, AutoTokenizer
 
+from metricbert_trainer.base.distributed import process_group_closed_at_exit
 from metricbert_trainer.data.annotations import Annotations
 from metricbert_trainer.data.catalog import load_catalog
 from metricbert_trainer.evaluation.evaluator import RankingEvaluator
@@ -46,4 +47,5 @@ def main(model_path: str, items: str, output_folder: str) -> None:
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:])
+    with process_group_closed_at_exit():
+        main(*sys.argv[1:])

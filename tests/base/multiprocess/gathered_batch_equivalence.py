@@ -20,6 +20,7 @@ import tempfile
 import torch
 from transformers import AutoTokenizer, BertForMaskedLM
 
+from metricbert_trainer.base.distributed import process_group_closed_at_exit
 from metricbert_trainer.data.catalog import load_catalog
 from metricbert_trainer.data.token_rows import TokenRows
 from metricbert_trainer.metricbert.collator import MetricBertCollator
@@ -171,4 +172,5 @@ def main(model_path: str, catalog_path: str, output_path: str, teacher_encoder_p
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:])
+    with process_group_closed_at_exit():
+        main(*sys.argv[1:])

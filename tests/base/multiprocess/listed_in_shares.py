@@ -12,10 +12,9 @@ import sys
 from pathlib import Path
 
 import torch
-import torch.distributed as dist
 from accelerate import PartialState
 
-from metricbert_trainer.base.distributed import listed_in_shares
+from metricbert_trainer.base.distributed import listed_in_shares, process_group_closed_at_exit
 from metricbert_trainer.metricbert.neighbourhood_batches import nearest_neighbours
 from metricbert_trainer.metricbert.shared_neighbours import teacher_candidate_lists
 
@@ -58,9 +57,8 @@ def main(output_dir: str) -> None:
     path = Path(output_dir) / f"rank{state.process_index}.json"
     results = {"listed": listed, "exact": exact.tolist(), "searched": searched.tolist(), "own": own.tolist()}
     path.write_text(json.dumps({**results, "dtype": str(exact.dtype), "vectors": fields[0].tolist()}))
-    state.wait_for_everyone()  # leave the gloo group together (see conditional_statistics.py)
-    dist.destroy_process_group()
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:])
+    with process_group_closed_at_exit():
+        main(*sys.argv[1:])

@@ -16,6 +16,7 @@ import torch
 from accelerate import PartialState
 from transformers import AutoTokenizer
 
+from metricbert_trainer.base.distributed import process_group_closed_at_exit
 from metricbert_trainer.base.modeling import load_masked_lm
 from metricbert_trainer.data.catalog import load_catalog
 from metricbert_trainer.evaluation import encoding
@@ -50,4 +51,5 @@ def main(model_path: str, catalog_path: str, output_path: str) -> None:
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:])
+    with process_group_closed_at_exit():
+        main(*sys.argv[1:])

@@ -14,12 +14,12 @@ import sys
 from pathlib import Path
 
 import numpy as np
-import torch.distributed as dist
 from accelerate import PartialState
 from counted_tokenizer import count_texts_tokenized
 from transformers import AutoTokenizer
 
 from metricbert_trainer.base import distributed
+from metricbert_trainer.base.distributed import process_group_closed_at_exit
 from metricbert_trainer.base.trainer import shared_token_rows
 from metricbert_trainer.evaluation.encoding import longest_first
 
@@ -46,9 +46,8 @@ def main(tokenizer_path: str, texts_json: str, output_dir: str) -> None:
         rows_tokenized=rows_tokenized,
         order_tokenized=tokenized[0],
     )
-    state.wait_for_everyone()  # leave the gloo group together (see conditional_statistics.py)
-    dist.destroy_process_group()
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:])
+    with process_group_closed_at_exit():
+        main(*sys.argv[1:])

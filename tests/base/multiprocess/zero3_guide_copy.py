@@ -16,6 +16,7 @@ import torch
 from safetensors.torch import load_file
 from transformers import AutoTokenizer
 
+from metricbert_trainer.base.distributed import process_group_closed_at_exit
 from metricbert_trainer.base.modeling import load_masked_lm
 from metricbert_trainer.metricbert.config import MetricBertConfig
 from metricbert_trainer.metricbert.trainer import MetricBertTrainer
@@ -48,4 +49,5 @@ def main(model_path: str, output_path: str) -> None:
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:])
+    with process_group_closed_at_exit():
+        main(*sys.argv[1:])
