@@ -93,7 +93,9 @@ way's 95th percentile, the ``max_length`` it gives, and its time.
 as ``start`` draws its catalog: the zero-shot MiniLM's vectors of the sample (cached), an HNSW32
 index of the drawn rows (``indexed_unit_rows``) and ``faiss_candidate_pools``: how many items the
 index returned too few for (compared with every item since 2026-11-30; the search raised), and
-the time of building and of searching.
+the time of building and of searching; then ``neighbours.top_k(backend="faiss")`` of the same
+items (Metric_Inf, k=100, an HNSW32 index of its own searched with ``efSearch=256``), which raised
+on such items too.
 
 ``recommend``: ``metricbert recommend --cache`` as a user runs it at ``--items`` items, twice: the
 first call fits and lists what the caches keep, the second reads them back (an embedding cache of
@@ -840,6 +842,7 @@ def run_drawn_candidates(arguments: argparse.Namespace) -> None:
     import faiss
 
     from metricbert_trainer.evaluation.candidate_lists import faiss_candidate_pools, indexed_unit_rows
+    from metricbert_trainer.evaluation.neighbours import top_k
 
     logging.basicConfig(level=logging.WARNING)
     vectors = encoded_benchmark("wines")
@@ -866,6 +869,17 @@ def run_drawn_candidates(arguments: argparse.Namespace) -> None:
         faiss.ParameterSpace().set_index_parameters(indexed.index, f"efSearch={width}")
         _, searched = indexed.index.search(indexed.stacked[short], 201)
         print(f"efSearch={width}: {int((searched < 0).any(axis=1).sum()):,} of them still short")
+    del indexed, pools
+    views = {"title": matrix[drawn], "description": matrix[drawn + count]}
+    started = time.perf_counter()
+    lists = top_k(
+        views, "angular", k=100, backend="faiss", faiss_index="HNSW32", faiss_parameters="efSearch=256"
+    )
+    print(
+        f"neighbours.top_k(backend='faiss', faiss_index='HNSW32', faiss_parameters='efSearch=256', k=100), "
+        f"Metric_Inf: "
+        f"{time.perf_counter() - started:.1f} s, every list full: {bool(np.isfinite(lists.distances).all())}"
+    )
 
 
 def run_max_length(arguments: argparse.Namespace) -> None:

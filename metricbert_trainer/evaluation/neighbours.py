@@ -16,6 +16,7 @@ into distances, which spares an ``arccos`` over every pair.
 from __future__ import annotations
 
 import importlib.util
+import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -29,6 +30,8 @@ from sklearn.utils.extmath import row_norms
 from metricbert_trainer.base.distances import Distance, cosine_to_distance
 from metricbert_trainer.base.huge_pages import collapse_into_huge_pages
 from metricbert_trainer.data.catalog import Catalog
+
+logger = logging.getLogger(__name__)
 
 METRIC_INF = "metric_inf"
 CONCAT = "concat"
@@ -426,7 +429,12 @@ def _faiss_top_k(
     view's cosines for the re-ranking too, where the scaled views, their matrix and a flat index
     per view were held beside the index (6 GiB more at a million items of two 384-wide views;
     docs/scale_out.md). Queries are searched as many at a time as the re-ranking takes
-    (``SLICE_BYTES``), not all at once, so no ``[queries, candidates]`` array is held either."""
+    (``SLICE_BYTES``), not all at once, so no ``[queries, candidates]`` array is held either.
+
+    An item the index returns fewer than ``k`` other items for is ranked exactly (``_exact_top_k``
+    on the store's rows), with a warning that counts them. The search raised for it, so that one
+    such item stopped the whole search, and a catalog holding many copies of its items (which an
+    HNSW graph can link among themselves alone) has some whatever ``efSearch`` or the candidates."""
     if importlib.util.find_spec("faiss") is None:
         raise ImportError(
             "The 'faiss' ranking backend needs faiss-cpu: pip install 'metricbert-trainer[faiss]'."
@@ -441,6 +449,13 @@ def _faiss_top_k(
         raise ValueError(f"faiss_candidates ({candidates}) must be at least k ({k}).")
     index, store, stored = unit_index(views, factory, parameters)
 
+    def stored_views() -> list[torch.Tensor]:
+        """Each view's unit rows, read in place from the store's columns: what ``_prepare`` gives."""
+        return [
+            torch.from_numpy(stored[:, columns]) for columns in column_ranges([v.shape[1] for v in views])
+        ]
+
+    shorts = 0
     indices = np.empty((len(queries), k), dtype=np.int64)
     distances = np.empty((len(queries), k), dtype=np.float32)
     step = max(1, SLICE_BYTES // (4 * (candidates + 1)))
@@ -461,13 +476,23 @@ def _faiss_top_k(
                 total += cosine_to_distance(torch.from_numpy(cosine), distance)
         total[torch.from_numpy((found < 0) | (found == rows[:, None]))] = float("inf")
         best_distances, best = torch.topk(total, k, dim=1, largest=False, sorted=True)
-        if torch.isinf(best_distances).any():
-            raise ValueError(
-                f"The FAISS index {factory!r} returned fewer than k={k} neighbours for some items; "
-                "raise faiss_candidates or use an exact index ('Flat')."
-            )
         indices[start:stop] = np.take_along_axis(labels, best.numpy(), axis=1)
         distances[start:stop] = best_distances.numpy()
+        short = np.flatnonzero(torch.isinf(best_distances).any(dim=1).numpy())
+        if len(short):
+            exact = _exact_top_k(stored_views(), distance, k, rows[short])
+            indices[start + short], distances[start + short] = exact.indices, exact.distances
+            shorts += len(short)
+    if shorts:
+        logger.warning(
+            "The FAISS index %r returned fewer than k=%d neighbours for %d of %d items; they were ranked by "
+            "comparing them with every item, which is slower. A wider search reaches more of them (faiss_parameters: "
+            "efSearch for HNSW, nprobe for IVF), save the copies of an item that an HNSW graph links among themselves.",
+            factory,
+            k,
+            shorts,
+            len(queries),
+        )
     return TopK(indices=indices, distances=distances)
 
 

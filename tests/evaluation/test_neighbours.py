@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import gc
+import logging
 
 import numpy as np
 import pandas as pd
@@ -188,6 +189,49 @@ def test_faiss_agrees_with_exact(small_blocks):
     assert recall > 0.98
     approximate = top_k(two_views, "angular", k=10, backend="faiss", faiss_index="HNSW32")
     assert not (approximate.indices == np.arange(300)[:, None]).any()
+
+
+@pytest.mark.parametrize("distance", ["angular", "cosine"])
+def test_items_an_approximate_index_returns_too_few_for_are_ranked_exactly(small_blocks, caplog, distance):
+    """An IVF index of 32 lists over 300 items, one list probed, returns fewer than k other items
+    for the items of its smaller lists. The search raised for them; now exactly those are ranked as
+    the exact backend ranks them, the others kept as the index found them, and a warning counts
+    them. Angular over two views re-ranks by the summed angle, cosine takes the index's scores."""
+    pytest.importorskip("faiss")
+    views = random_views(dims=(24, 16))
+    search = {"backend": "faiss", "faiss_index": "IVF32,Flat", "faiss_parameters": "nprobe=1"}
+    index, _, rows = neighbours.unit_index(list(views.values()), "IVF32,Flat", "nprobe=1")
+    short = np.flatnonzero((index.search(rows, 11)[1] < 0).any(axis=1))  # 11: the item itself too
+    assert 50 < len(short) < 250
+    exact = top_k(views, distance, k=10)
+    with caplog.at_level(logging.WARNING, logger="metricbert_trainer.evaluation.neighbours"):
+        found = top_k(views, distance, k=10, faiss_candidates=10, **search)
+    assert f"fewer than k=10 neighbours for {len(short)} of 300 items" in caplog.text
+    np.testing.assert_array_equal(found.indices[short], exact.indices[short])
+    np.testing.assert_allclose(found.distances[short], exact.distances[short], atol=1e-6)
+    kept = np.setdiff1d(np.arange(300), short)
+    assert (found.indices[kept] != exact.indices[kept]).any()  # the index's own, approximate lists
+    assert np.isfinite(found.distances).all() and not (found.indices == np.arange(300)[:, None]).any()
+    some = top_k(views, distance, k=10, queries=[short[0], kept[0], short[-1]], faiss_candidates=10, **search)
+    np.testing.assert_array_equal(some.indices, found.indices[[short[0], kept[0], short[-1]]])
+
+
+def test_a_catalog_of_many_copies_is_ranked_through_an_hnsw_graph(caplog):
+    """About a hundred copies of each of 30 items, in drawn order: an HNSW graph can link the
+    copies of an item among themselves, and a search from one reaches too few items (the seed is
+    candidate_lists' test's, whose graph leaves 102 of 3,000 short). top_k raised for them, which
+    stopped the whole search; the lists now hold the exact backend's distances."""
+    pytest.importorskip("faiss")
+    rng = np.random.default_rng(15)
+    source = rng.standard_normal((60, 16)).astype(np.float32)
+    drawn = rng.integers(0, 30, 3000)
+    views = {"title": source[drawn], "description": source[drawn + 30]}
+    with caplog.at_level(logging.WARNING, logger="metricbert_trainer.evaluation.neighbours"):
+        found = top_k(views, "cosine", k=200, backend="faiss", faiss_index="HNSW32")
+    assert "returned fewer than k=200 neighbours" in caplog.text
+    exact = top_k(views, "cosine", k=200)
+    np.testing.assert_allclose(found.distances, exact.distances, atol=1e-5)
+    assert all(len(set(row)) == 200 for row in found.indices)
 
 
 @pytest.mark.parametrize(
