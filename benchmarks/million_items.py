@@ -1618,7 +1618,13 @@ def main() -> None:
     search_parser.add_argument("--queries", type=int, default=2000)
     search_parser.add_argument("--indexes", nargs="+", default=["exact", "IVF256,Flat", "HNSW32"])
     search_parser.add_argument("--nprobe", nargs="+", type=int, default=[8, 32])
-    search_parser.add_argument("--ef-search", nargs="+", type=int, default=[128, 512])
+    search_parser.add_argument(
+        "--ef-search",
+        nargs="+",
+        type=int,
+        default=[128, 512],
+        help="HNSW search widths; 0 names none (top_k's own: as many as the candidates).",
+    )
     search_parser.set_defaults(run=run_search)
     exact_chunks = commands.add_parser(
         "exact-chunks", help="Exact listing's chunks: the views prepared at every call against once."
@@ -1743,7 +1749,7 @@ def main() -> None:
     if arguments.command == "search":
         arguments.parameters = {
             "IVF": [f"nprobe={n}" for n in arguments.nprobe],
-            "HNSW": [f"efSearch={n}" for n in arguments.ef_search],
+            "HNSW": [f"efSearch={n}" if n else "" for n in arguments.ef_search],
         }
     print(f"CPU: {cpu_name()}, {os.cpu_count()} cores, load average before: {os.getloadavg()[0]:.2f}")
     arguments.run(arguments)

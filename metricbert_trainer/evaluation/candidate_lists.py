@@ -42,6 +42,7 @@ from metricbert_trainer.evaluation.neighbours import (
     inner_product_index,
     is_unit_scaled,
     nearest_in_rows,
+    search_at_least,
     stacked_columns,
     top_k,
     unit_view,
@@ -289,8 +290,10 @@ def faiss_candidate_pools(
     index's order, the item itself left out (the last one found when the search missed the item
     itself). An item the index returns too few for (a catalog of many identical items leaves an
     HNSW graph with parts its search cannot reach) is compared with every item instead
-    (``exact_candidates``), and a warning says how many were; the search raised for them."""
-    stacked, index, (factory, _) = indexed.stacked, indexed.index, indexed.index_settings
+    (``exact_candidates``), and a warning says how many were; the search raised for them. An HNSW
+    index searched with no ``efSearch`` explores as many items as it returns (``search_at_least``)."""
+    stacked, index, (factory, parameters) = indexed.stacked, indexed.index, indexed.index_settings
+    search_at_least(index, parameters, candidates + 1)
     items = np.arange(len(stacked)) if items is None else np.asarray(items)
     short = 0
     for start in range(0, len(items), chunk):

@@ -110,11 +110,13 @@ def indexed_neighbours(
     vectors: torch.Tensor, candidates: int, factory: str, search_parameters: str, rows: torch.Tensor
 ) -> torch.Tensor:
     """``nearest_neighbours`` of ``rows`` through an approximate FAISS index, trained and filled
-    with every item (``indexed_lists``)."""
-    from metricbert_trainer.evaluation.neighbours import inner_product_index
+    with every item (``indexed_lists``); an HNSW index given no ``efSearch`` explores as many items
+    as it returns (``search_at_least``)."""
+    from metricbert_trainer.evaluation.neighbours import inner_product_index, search_at_least
 
     matrix = np.ascontiguousarray(vectors.float().numpy())
     index = inner_product_index(matrix, factory, search_parameters)
+    search_at_least(index, search_parameters, min(candidates, len(matrix) - 1) + 1)
     return indexed_lists(index, lambda picked: matrix[picked], len(matrix), candidates, rows)
 
 

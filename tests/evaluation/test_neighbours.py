@@ -218,20 +218,54 @@ def test_items_an_approximate_index_returns_too_few_for_are_ranked_exactly(small
 
 def test_a_catalog_of_many_copies_is_ranked_through_an_hnsw_graph(caplog):
     """About a hundred copies of each of 30 items, in drawn order: an HNSW graph can link the
-    copies of an item among themselves, and a search from one reaches too few items (the seed is
-    candidate_lists' test's, whose graph leaves 102 of 3,000 short). top_k raised for them, which
-    stopped the whole search; the lists now hold the exact backend's distances."""
+    copies of an item among themselves, and a search from one reaches too few items, however wide
+    (the seed is candidate_lists' test's). top_k raised for them, which stopped the whole search;
+    those items' lists now hold the exact backend's distances."""
     pytest.importorskip("faiss")
     rng = np.random.default_rng(15)
     source = rng.standard_normal((60, 16)).astype(np.float32)
     drawn = rng.integers(0, 30, 3000)
     views = {"title": source[drawn], "description": source[drawn + 30]}
+    index, _, rows = neighbours.unit_index(list(views.values()), "HNSW32", "efSearch=256")
+    short = np.flatnonzero((index.search(rows, 201)[1] < 0).any(axis=1))
+    assert len(short) > 10  # the graph leaves these items too few (102 of 3,000)
+    search = {"backend": "faiss", "faiss_index": "HNSW32", "faiss_parameters": "efSearch=256"}
     with caplog.at_level(logging.WARNING, logger="metricbert_trainer.evaluation.neighbours"):
-        found = top_k(views, "cosine", k=200, backend="faiss", faiss_index="HNSW32")
-    assert "returned fewer than k=200 neighbours" in caplog.text
+        found = top_k(views, "cosine", k=200, **search)
+    assert f"fewer than k=200 neighbours for {len(short)} of 3000 items" in caplog.text
     exact = top_k(views, "cosine", k=200)
-    np.testing.assert_allclose(found.distances, exact.distances, atol=1e-5)
+    np.testing.assert_allclose(found.distances[short], exact.distances[short], atol=1e-5)
     assert all(len(set(row)) == 200 for row in found.indices)
+
+
+def test_an_hnsw_index_given_no_search_width_explores_as_many_items_as_it_returns():
+    """FAISS's HNSW explores ``efSearch`` items (16 by default) however many it returns: Metric_Inf's
+    top 50 of 3,000 items, from 200 candidates, kept less than 0.95 of the exact lists' items at
+    that default. Given no ``efSearch`` the search now explores the candidates it returns, and keeps them
+    all here; a width the caller names is kept, and other indexes are left as they are."""
+    pytest.importorskip("faiss")
+    views = random_views(num_items=3000, dims=(32, 32))
+    exact = top_k(views, "angular", k=50)
+
+    def recall(parameters: str) -> float:
+        found = top_k(
+            views, "angular", k=50, backend="faiss", faiss_index="HNSW32", faiss_parameters=parameters
+        )
+        return np.mean([len(set(a) & set(b)) / 50 for a, b in zip(found.indices, exact.indices, strict=True)])
+
+    assert recall("") > 0.99 and recall("efSearch=16") < 0.95
+    matrix = np.ascontiguousarray(views["view0"])
+    named = neighbours.inner_product_index(matrix, "HNSW32", "efSearch=24")
+    neighbours.search_at_least(named, "efSearch=24", 201)
+    assert named.hnsw.efSearch == 24
+    unnamed = neighbours.inner_product_index(matrix, "HNSW32")
+    neighbours.search_at_least(unnamed, "", 201)
+    assert unnamed.hnsw.efSearch == 201
+    neighbours.search_at_least(unnamed, "", 20)  # never narrowed
+    assert unnamed.hnsw.efSearch == 201
+    inverted = neighbours.inner_product_index(matrix, "IVF8,Flat")
+    neighbours.search_at_least(inverted, "", 201)
+    assert inverted.nprobe == 1
 
 
 @pytest.mark.parametrize(
