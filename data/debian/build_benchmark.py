@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from metricbert_trainer.data.evaluation_sets import draw_annotations
+from metricbert_trainer.data.evaluation_sets import draw_annotations, labels_similar, word_statistics
 
 HERE = Path(__file__).resolve().parent
 MIRROR = "http://deb.debian.org/debian"
@@ -314,16 +314,10 @@ def informative_tags(
     return {name: tags - common for name, tags in candidates.items()}, common
 
 
-def is_similar(tags_a: frozenset[str], tags_b: frozenset[str], min_jaccard: float, min_shared: int) -> bool:
-    """The tag half of the rule: enough shared informative tags, and a high enough Jaccard."""
-    shared, union = len(tags_a & tags_b), len(tags_a | tags_b)
-    return union > 0 and shared >= min_shared and shared / union >= min_jaccard
-
-
 def similar_items(
     packages: list[Package], tags: dict[str, frozenset[str]], min_jaccard: float, min_shared: int
 ) -> dict[str, list[str]]:
-    """Package name -> names of the packages similar to it (same Section and ``is_similar``)."""
+    """Package name -> names of the packages similar to it (same Section and ``labels_similar``)."""
     by_section: dict[str, list[str]] = defaultdict(list)
     for package in packages:
         by_section[package.section].append(package.name)
@@ -331,27 +325,13 @@ def similar_items(
     for names in by_section.values():
         for position, a in enumerate(names):
             for b in names[position + 1 :]:
-                if is_similar(tags[a], tags[b], min_jaccard, min_shared):
+                if labels_similar(tags[a], tags[b], min_jaccard, min_shared):
                     similar[a].append(b)
                     similar[b].append(a)
     return {name: sorted(others) for name, others in similar.items()}
 
 
 # --- reporting and writing ------------------------------------------------------------------
-
-
-def word_statistics(packages: list[Package]) -> dict[str, float]:
-    """Description length in words: the numbers the README quotes."""
-    words = sorted(package.words for package in packages)
-    cuts = statistics.quantiles(words, n=20, method="inclusive")  # cut points at 5%, 10%, ... 95%
-    return {
-        "min": words[0],
-        "median": statistics.median(words),
-        "mean": round(statistics.fmean(words), 1),
-        "p90": cuts[17],
-        "p95": cuts[18],
-        "max": words[-1],
-    }
 
 
 def label_statistics(
@@ -439,7 +419,7 @@ def build(lists_dir: Path, output_dir: Path, options: argparse.Namespace) -> dic
             "generic_facets": sorted(GENERIC_FACETS),
         },
         "counts": {"tagged_packages": len(packages), "removed": removed, "items": len(items)},
-        "description_words": word_statistics(items),
+        "description_words": word_statistics(item.description for item in items),
         "labels": label_statistics(items, similar, tags, ITEMS_PER_SEED, annotations),
         "tags_over_max_share": sorted(common_tags),
         "outputs": {path.name: sha256(path.read_bytes()) for path in (catalog_path, annotations_path)},

@@ -17,6 +17,7 @@ import argparse
 import json
 import random
 import re
+import statistics
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
@@ -53,6 +54,31 @@ def draw_annotations(
         for item in rng.sample(list(similar[seed]), per_seed)
     ]
     return pd.DataFrame(rows, columns=list(ANNOTATION_COLUMNS))
+
+
+def labels_similar(
+    labels_a: frozenset[str], labels_b: frozenset[str], min_jaccard: float, min_shared: int
+) -> bool:
+    """The label rule of the Debian and PyPI benchmarks: two items are similar when they share at
+    least ``min_shared`` labels and the Jaccard similarity of their label sets is at least
+    ``min_jaccard`` (one shared label among many would pair items by a side topic)."""
+    shared, union = len(labels_a & labels_b), len(labels_a | labels_b)
+    return union > 0 and shared >= min_shared and shared / union >= min_jaccard
+
+
+def word_statistics(texts: Iterable[str]) -> dict[str, float]:
+    """The length of ``texts`` in whitespace-separated words (min, median, mean, p90, p95, max):
+    what a benchmark's README and manifest say of its descriptions."""
+    words = sorted(len(text.split()) for text in texts)
+    cuts = statistics.quantiles(words, n=20, method="inclusive")  # cut points at 5%, 10%, ... 95%
+    return {
+        "min": words[0],
+        "median": statistics.median(words),
+        "mean": round(statistics.fmean(words), 1),
+        "p90": cuts[17],
+        "p95": cuts[18],
+        "max": words[-1],
+    }
 
 
 def term_pattern(terms: Iterable[str], *, case_sensitive: Iterable[str] = ()) -> re.Pattern[str]:

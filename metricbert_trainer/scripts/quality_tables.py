@@ -408,19 +408,24 @@ def table_markers(name: str) -> tuple[str, str]:
 STATED_FIGURE = re.compile(r"([+\-−]?\d+\.\d\d) ± (\d+\.\d\d)")
 
 
-# Prose elsewhere on a page that reads the quality tables stands between these comments.
+# Prose elsewhere on a page that reads a block of tables stands between these comments.
 READING_START = "<!-- reads the quality tables -->"
 READING_END = "<!-- end of reading -->"
 
 
-def reading_of_tables(page_text: str) -> str:
-    """The prose that reads a page's quality tables: from the tables' end marker to the next
-    heading, and every block between ``READING_START`` and ``READING_END``."""
-    after = page_text[page_text.index(TABLES_END) + len(TABLES_END) :]
+def reading_markers(name: str = "quality") -> tuple[str, str]:
+    """The comments around prose elsewhere on a page that reads the block of tables ``name``."""
+    return READING_START.replace("quality", name), READING_END
+
+
+def reading_of_tables(page_text: str, name: str = "quality") -> str:
+    """The prose that reads a page's block of tables ``name``: from the block's end marker to the
+    next heading, and every block between ``reading_markers(name)``."""
+    closing = table_markers(name)[1]
+    after = page_text[page_text.index(closing) + len(closing) :]
     heading = re.search(r"^#", after, flags=re.MULTILINE)
-    marked = re.findall(
-        f"{re.escape(READING_START)}(.*?){re.escape(READING_END)}", page_text, flags=re.DOTALL
-    )
+    start, end = reading_markers(name)
+    marked = re.findall(f"{re.escape(start)}(.*?){re.escape(end)}", page_text, flags=re.DOTALL)
     return "\n".join([after if heading is None else after[: heading.start()], *marked])
 
 
@@ -444,12 +449,12 @@ def table_figures(rows: Iterable[dict]) -> set[tuple[str, str]]:
     return figures
 
 
-def unsupported_figures(page_text: str, rows: Iterable[dict]) -> list[str]:
-    """The "mean ± spread" figures of ``page_text``'s reading of its tables that no row of ``rows``
-    gives (``table_figures``): the tables are rewritten by the command, the reading by hand, and a
+def unsupported_figures(page_text: str, rows: Iterable[dict], name: str = "quality") -> list[str]:
+    """The "mean ± spread" figures of ``page_text``'s reading of its block of tables ``name`` that
+    no row of ``rows`` gives (``table_figures``): the tables are rewritten by the command, the reading by hand, and a
     reading left from an earlier table is what this catches."""
     figures = table_figures(rows)
-    stated = STATED_FIGURE.finditer(reading_of_tables(page_text))
+    stated = STATED_FIGURE.finditer(reading_of_tables(page_text, name))
     return [
         match.group(0)
         for match in stated

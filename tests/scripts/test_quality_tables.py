@@ -32,6 +32,7 @@ from metricbert_trainer.scripts.quality_tables import (
 )
 
 SPEC = REPO_ROOT / "benchmarks" / "quality.yaml"
+HELD_OUT_SPEC = REPO_ROOT / "benchmarks" / "held_out.yaml"
 
 
 def table_lines(text: str) -> list[str]:
@@ -137,6 +138,28 @@ def test_the_lever_study_tables_on_the_quality_page_are_its_results_file():
     quality = read_rows(REPO_ROOT / "docs" / "results" / "quality_tables.jsonl")
     untrained = [row for row in quality if row["train_seed"] is None and row["model"] == TFIDF]
     assert all(row in rows for row in untrained)
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_the_held_out_domain_tables_are_its_results_file_with_its_tfidf_rows_recomputed(page):
+    """The third domain's tables (data/pypi, benchmarks/held_out.yaml) render on each page from
+    docs/results/held_out.jsonl, between their own markers; its TF-IDF rows are recomputed here
+    (deterministic: editing a number or the data fails), and the prose that reads those tables
+    quotes only figures they give."""
+    text = (REPO_ROOT / page).read_text(encoding="utf-8")
+    opening, closing = table_markers("held-out")
+    block = text[text.index(opening) : text.index(closing)]
+    rows = read_rows(REPO_ROOT / "docs" / "results" / "held_out.jsonl")
+    rendered = tables(rows, f"{COMMAND} --spec benchmarks/held_out.yaml")
+    assert set(rendered) == {"dev", "test"}
+    for table in rendered.values():
+        for line in table_lines(table):
+            assert line in block, f"{page}'s held-out tables lack, or state otherwise, the row {line}"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(REPO_ROOT)
+        recomputed = deterministic_rows(QualitySpec.from_yaml(HELD_OUT_SPEC))
+    assert len(recomputed) == 4 and all(row in rows for row in recomputed)
+    assert unsupported_figures(text, rows, "held-out") == []
 
 
 def test_each_gain_row_is_each_trained_seed_minus_its_own_start():
