@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from metricbert_trainer.data.evaluation_sets import draw_annotations, labels_similar, word_statistics
+from metricbert_trainer.data.evaluation_sets import draw_annotations, similar_by_labels, word_statistics
 
 HERE = Path(__file__).resolve().parent
 MIRROR = "http://deb.debian.org/debian"
@@ -318,17 +318,8 @@ def similar_items(
     packages: list[Package], tags: dict[str, frozenset[str]], min_jaccard: float, min_shared: int
 ) -> dict[str, list[str]]:
     """Package name -> names of the packages similar to it (same Section and ``labels_similar``)."""
-    by_section: dict[str, list[str]] = defaultdict(list)
-    for package in packages:
-        by_section[package.section].append(package.name)
-    similar: dict[str, list[str]] = {package.name: [] for package in packages}
-    for names in by_section.values():
-        for position, a in enumerate(names):
-            for b in names[position + 1 :]:
-                if labels_similar(tags[a], tags[b], min_jaccard, min_shared):
-                    similar[a].append(b)
-                    similar[b].append(a)
-    return {name: sorted(others) for name, others in similar.items()}
+    sections = {package.name: package.section for package in packages}
+    return similar_by_labels(tags, min_jaccard, min_shared, group=sections)
 
 
 # --- reporting and writing ------------------------------------------------------------------

@@ -27,12 +27,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
+from fetch_projects import index_name
 from readme_text import readme_text
 
 from metricbert_trainer.data.evaluation_sets import (
     draw_annotations,
-    labels_similar,
     mask_catalog,
+    similar_by_labels,
     term_pattern,
     word_statistics,
 )
@@ -86,7 +87,7 @@ def read_projects(path: Path) -> tuple[list[dict], int]:
         for line in lines:
             if line.strip():
                 record = json.loads(line)
-                records.setdefault(record.get("index_name") or record["name"], record)
+                records.setdefault(index_name(record), record)
     known = [records[name] for name in sorted(records) if not records[name].get("missing")]
     return known, len(records) - len(known)
 
@@ -187,20 +188,6 @@ def informative_labels(
     return {name: labels - common for name, labels in stated.items()}, common
 
 
-def similar_items(
-    labels: dict[str, frozenset[str]], min_jaccard: float, min_shared: int
-) -> dict[str, list[str]]:
-    """Project -> the projects similar to it under ``labels_similar``."""
-    names = sorted(labels)
-    similar: dict[str, list[str]] = {name: [] for name in names}
-    for position, a in enumerate(names):
-        for b in names[position + 1 :]:
-            if labels_similar(labels[a], labels[b], min_jaccard, min_shared):
-                similar[a].append(b)
-                similar[b].append(a)
-    return similar
-
-
 def label_strings(labels: dict[str, frozenset[str]]) -> set[str]:
     """Every part of every informative label after its ``Topic``/``Framework`` prefix, split at
     ``::`` and ``/`` ("Topic :: Internet :: WWW/HTTP" gives "Internet", "WWW" and "HTTP")."""
@@ -221,15 +208,14 @@ def label_statistics(
         for seed, item in zip(annotations["seed_id"], annotations["recommended_id"], strict=True)
         for label in labels[seed] & labels[item]
     )
+    by_count = sorted(shared.items(), key=lambda entry: (-entry[1], entry[0]))  # ties by name
     return {
         "seeds": annotations["seed_id"].nunique(),
         "pairs": len(annotations),
         "candidates_per_drawn_seed_median": statistics.median(
             len(similar[seed]) for seed in annotations["seed_id"].unique()
         ),
-        "top_shared_labels": sorted(shared.items(), key=lambda entry: (-entry[1], entry[0]))[
-            :15
-        ],  # ties by name
+        "top_shared_labels": by_count[:15],
     }
 
 
@@ -260,7 +246,7 @@ def write_labelled_files(catalog: pd.DataFrame, output_dir: Path, seed: int) -> 
     ``classifiers`` column (so the shipped catalog rebuilds them without a download), written
     into ``output_dir``; returns what the manifest says of them."""
     labels, common = informative_labels(catalog_classifiers(catalog), MAX_LABEL_SHARE)
-    similar = similar_items(labels, MIN_JACCARD, MIN_SHARED_LABELS)
+    similar = similar_by_labels(labels, MIN_JACCARD, MIN_SHARED_LABELS)
     titles = dict(zip(catalog["id"], catalog["title"], strict=True))
     dev = draw_annotations(similar, titles, seeds=DEV_SEEDS, per_seed=ITEMS_PER_SEED, rng_seed=seed)
     test = draw_annotations(

@@ -71,13 +71,16 @@ def fetch_json(url: str, timeout: float = 30.0, attempts: int = 3) -> dict | Non
     return None
 
 
+def index_name(record: dict) -> str:
+    """The index name a line of the output stands for (a missing project's line names it ``name``)."""
+    return record.get("index_name") or record["name"]
+
+
 def already_fetched(output: Path) -> set[str]:
     if not output.is_file():
         return set()
     with output.open(encoding="utf-8") as lines:
-        return {
-            json.loads(line).get("index_name") or json.loads(line)["name"] for line in lines if line.strip()
-        }
+        return {index_name(json.loads(line)) for line in lines if line.strip()}
 
 
 def fetch_records(names: list[str], threads: int) -> Iterator[dict]:

@@ -66,6 +66,27 @@ def labels_similar(
     return union > 0 and shared >= min_shared and shared / union >= min_jaccard
 
 
+def similar_by_labels(
+    labels: Mapping[str, frozenset[str]],
+    min_jaccard: float,
+    min_shared: int,
+    group: Mapping[str, str] | None = None,
+) -> dict[str, list[str]]:
+    """Item -> the items similar to it under ``labels_similar``, sorted; with ``group``, only items
+    of the same group are compared (Debian's rule also asks for the same archive section)."""
+    members: dict[str, list[str]] = {}
+    for item in labels:
+        members.setdefault(group[item] if group else "", []).append(item)
+    similar: dict[str, list[str]] = {item: [] for item in labels}
+    for items in members.values():
+        for position, a in enumerate(items):
+            for b in items[position + 1 :]:
+                if labels_similar(labels[a], labels[b], min_jaccard, min_shared):
+                    similar[a].append(b)
+                    similar[b].append(a)
+    return {item: sorted(others) for item, others in similar.items()}
+
+
 def word_statistics(texts: Iterable[str]) -> dict[str, float]:
     """The length of ``texts`` in whitespace-separated words (min, median, mean, p90, p95, max):
     what a benchmark's README and manifest say of its descriptions."""

@@ -451,12 +451,10 @@ def _faiss_top_k(
         raise ValueError(f"faiss_candidates ({candidates}) must be at least k ({k}).")
     index, store, stored = unit_index(views, factory, parameters)
     search_at_least(index, parameters, candidates + 1)
-
-    def stored_views() -> list[torch.Tensor]:
-        """Each view's unit rows, read in place from the store's columns: what ``_prepare`` gives."""
-        return [
-            torch.from_numpy(stored[:, columns]) for columns in column_ranges([v.shape[1] for v in views])
-        ]
+    view_columns = column_ranges([view.shape[1] for view in views])
+    # Each view's unit rows, read in place from the store's columns (what ``_prepare`` gives): the
+    # exact ranking of the items the index returns too few for.
+    stored_views = [torch.from_numpy(stored[:, columns]) for columns in view_columns]
 
     shorts = 0
     indices = np.empty((len(queries), k), dtype=np.int64)
@@ -471,7 +469,7 @@ def _faiss_top_k(
             total = _summed_cosine_to_distance(torch.from_numpy(scores), distance, len(views))
         else:
             total = torch.zeros(labels.shape, dtype=torch.float32)
-            for columns in column_ranges([view.shape[1] for view in views]):
+            for columns in view_columns:
                 # The other views' columns zeroed: the inner product is this view's cosine.
                 one_view = np.zeros_like(searched)
                 one_view[:, columns] = searched[:, columns]
@@ -483,7 +481,7 @@ def _faiss_top_k(
         distances[start:stop] = best_distances.numpy()
         short = np.flatnonzero(torch.isinf(best_distances).any(dim=1).numpy())
         if len(short):
-            exact = _exact_top_k(stored_views(), distance, k, rows[short])
+            exact = _exact_top_k(stored_views, distance, k, rows[short])
             indices[start + short], distances[start + short] = exact.indices, exact.distances
             shorts += len(short)
     if shorts:

@@ -10,7 +10,12 @@ import pandas as pd
 import pytest
 from conftest import REPO_ROOT
 
-from metricbert_trainer.data.evaluation_sets import draw_annotations, mask_terms, term_pattern
+from metricbert_trainer.data.evaluation_sets import (
+    draw_annotations,
+    mask_terms,
+    similar_by_labels,
+    term_pattern,
+)
 
 WINES = REPO_ROOT / "data" / "wines"
 DEBIAN = REPO_ROOT / "data" / "debian"
@@ -38,6 +43,24 @@ def test_the_draw_leaves_out_excluded_seeds_and_repeats_itself():
     assert (first.seed_id != first.recommended_id).all()
     with pytest.raises(SystemExit, match="Only 9 items"):
         draw_annotations(similar, titles, seeds=10, per_seed=3, rng_seed=7, exclude={"0", "1", "2"})
+
+
+def test_items_are_similar_by_shared_labels_and_jaccard_and_only_within_their_group():
+    labels = {
+        "a": frozenset({"x", "y"}),
+        "b": frozenset({"x", "y", "z"}),
+        "c": frozenset({"x", "y", "z", "w", "v"}),
+        "d": frozenset({"x", "y"}),
+    }
+    assert similar_by_labels(labels, min_jaccard=0.5, min_shared=2) == {
+        "a": ["b", "d"],
+        "b": ["a", "c", "d"],
+        "c": ["b"],
+        "d": ["a", "b"],
+    }
+    groups = {"a": "games", "b": "games", "c": "games", "d": "science"}
+    assert similar_by_labels(labels, 0.5, 2, group=groups)["a"] == ["b"]
+    assert similar_by_labels(labels, 0.5, 3)["a"] == []
 
 
 @pytest.mark.parametrize(
