@@ -44,6 +44,19 @@ def table_lines(text: str) -> list[str]:
 PAGES = ("README.md", "docs/quality.md")
 
 
+def assert_page_shows_tables(page: str, name: str, rows: list[dict], spec: str) -> dict[str, str]:
+    """Every row of the tables the command renders from ``rows`` (``--spec spec``) stands in
+    ``page``'s block of tables ``name``; returns them by split."""
+    text = (REPO_ROOT / page).read_text(encoding="utf-8")
+    opening, closing = table_markers(name)
+    block = text[text.index(opening) : text.index(closing)]
+    rendered = tables(rows, f"{COMMAND} --spec {spec}")
+    for table in rendered.values():
+        for line in table_lines(table):
+            assert line in block, f"{page}'s {name} tables lack, or state otherwise, the row {line}"
+    return rendered
+
+
 @pytest.fixture(scope="module")
 def tfidf_rows():
     with pytest.MonkeyPatch.context() as patch:
@@ -128,13 +141,8 @@ def test_a_figure_the_tables_do_not_give_is_named_and_one_they_give_is_not():
 def test_the_lever_study_tables_on_the_quality_page_are_its_results_file():
     """docs/quality.md's lever tables (issue #36) render from docs/results/levers.jsonl, between
     their own markers, and its untrained rows are the quality tables' own."""
-    page = (REPO_ROOT / "docs" / "quality.md").read_text(encoding="utf-8")
-    opening, closing = table_markers("levers")
-    block = page[page.index(opening) : page.index(closing)]
     rows = read_rows(REPO_ROOT / "docs" / "results" / "levers.jsonl")
-    for table in tables(rows, f"{COMMAND} --spec benchmarks/levers.yaml").values():
-        for line in table_lines(table):
-            assert line in block, f"docs/quality.md's lever tables lack, or state otherwise, the row {line}"
+    assert_page_shows_tables("docs/quality.md", "levers", rows, "benchmarks/levers.yaml")
     quality = read_rows(REPO_ROOT / "docs" / "results" / "quality_tables.jsonl")
     untrained = [row for row in quality if row["train_seed"] is None and row["model"] == TFIDF]
     assert all(row in rows for row in untrained)
@@ -146,20 +154,31 @@ def test_the_held_out_domain_tables_are_its_results_file_with_its_tfidf_rows_rec
     docs/results/held_out.jsonl, between their own markers; its TF-IDF rows are recomputed here
     (deterministic: editing a number or the data fails), and the prose that reads those tables
     quotes only figures they give."""
-    text = (REPO_ROOT / page).read_text(encoding="utf-8")
-    opening, closing = table_markers("held-out")
-    block = text[text.index(opening) : text.index(closing)]
     rows = read_rows(REPO_ROOT / "docs" / "results" / "held_out.jsonl")
-    rendered = tables(rows, f"{COMMAND} --spec benchmarks/held_out.yaml")
+    rendered = assert_page_shows_tables(page, "held-out", rows, "benchmarks/held_out.yaml")
     assert set(rendered) == {"dev", "test"}
-    for table in rendered.values():
-        for line in table_lines(table):
-            assert line in block, f"{page}'s held-out tables lack, or state otherwise, the row {line}"
     with pytest.MonkeyPatch.context() as patch:
         patch.chdir(REPO_ROOT)
         recomputed = deterministic_rows(QualitySpec.from_yaml(HELD_OUT_SPEC))
     assert len(recomputed) == 4 and all(row in rows for row in recomputed)
-    assert unsupported_figures(text, rows, "held-out") == []
+    assert unsupported_figures((REPO_ROOT / page).read_text(encoding="utf-8"), rows, "held-out") == []
+
+
+def test_the_lever_screened_on_the_held_out_domain_is_read_beside_the_held_out_tables_own_rows():
+    """docs/quality.md's tables of the lever screened on the third domain (the guard's question,
+    benchmarks/held_out_levers.yaml) render from docs/results/held_out_levers.jsonl; every row but
+    the variant's is the held-out tables' own (the same models and encodings, reused), so the
+    variant is read against the default the page reports; the reading quotes only figures they give."""
+    rows = read_rows(REPO_ROOT / "docs" / "results" / "held_out_levers.jsonl")
+    assert_page_shows_tables("docs/quality.md", "held-out-levers", rows, "benchmarks/held_out_levers.yaml")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(REPO_ROOT)  # the lever file names the benchmark file it extends from the repository root
+        variants = set(QualitySpec.from_yaml(REPO_ROOT / "benchmarks" / "held_out_levers.yaml").variants)
+    held_out = read_rows(REPO_ROOT / "docs" / "results" / "held_out.jsonl")
+    shared = [row for row in rows if encoder_of(row["model"]) not in variants]
+    assert variants and len(shared) == len(held_out) and all(row in held_out for row in shared)
+    page = (REPO_ROOT / "docs" / "quality.md").read_text(encoding="utf-8")
+    assert unsupported_figures(page, rows, "held-out-levers") == []
 
 
 def test_each_gain_row_is_each_trained_seed_minus_its_own_start():
