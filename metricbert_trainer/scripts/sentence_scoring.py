@@ -10,16 +10,21 @@ best match, so that neither item's length decides). Published untrained best-mat
 scored below the single vector; the issue asks whether it earns its place here, with our
 trained models, before it becomes anything but a study.
 
-Every encoder of the quality tables (the zero-shot start and the default recipe's trained
-models, ``outputs/quality``: run ``benchmarks/quality_tables.py`` first) ranks each development
-benchmark's dev seeds, in both views, with three description distances (the title's angular
-distance is added to each):
+Every encoder of a benchmark file's tables (the zero-shot start and the default recipe's trained
+models, ``outputs/quality``: run ``benchmarks/quality_tables.py`` with that file first) ranks each
+of its benchmarks' dev seeds, in both views, with these description distances (the title's
+angular distance is added to each):
 
 - ``metric_inf``: the description's one vector (today's scorer, the baseline);
 - ``sentences``: the symmetric best match over its sentences, in place of the vector;
 - ``metric_inf + sentences``: both, summed;
 - ``metric_inf, description twice``: the one vector's distance counted twice, no sentences, the
-  control for the sum above, which weighs the description twice against the title.
+  control for the sum above, which weighs the description twice against the title;
+- ``windows``: one vector that reads the whole description, not its first ``max_length`` tokens:
+  the description cut into windows of whole words that fit ``max_length``, each encoded, and
+  their vectors averaged weighted by their token counts (the mean pooling of every token, with
+  attention within a window). It differs from ``metric_inf`` only for descriptions longer than
+  ``max_length``, and keeps one vector an item, so an index serves it as it serves Metric_Inf.
 
 Each is ranked alone, in the hybrid with TF-IDF and in the hybrid re-ranked by shared
 neighbours (the ranking of ``evaluate`` and ``recommend``), and ``dev_choice`` chooses within
@@ -36,6 +41,7 @@ from functools import partial
 from pathlib import Path
 
 import numpy as np
+from transformers import PreTrainedTokenizerBase
 
 from metricbert_trainer.base.distances import Distance
 from metricbert_trainer.data.catalog import Catalog
@@ -70,7 +76,8 @@ METRIC_INF = "metric_inf"
 SENTENCES = "sentences"
 BOTH = "metric_inf + sentences"
 TWICE = "metric_inf, description twice"
-DESCRIPTION_DISTANCES = (METRIC_INF, SENTENCES, BOTH, TWICE)
+WINDOWS = "windows"
+DESCRIPTION_DISTANCES = (METRIC_INF, SENTENCES, BOTH, TWICE, WINDOWS)
 RANKINGS = ("alone", "hybrid", "hybrid re-ranked")
 # A piece of fewer words than this is no sentence of its own ("0 A.D.", "Features:"): it joins
 # its neighbour.
@@ -184,6 +191,9 @@ class SentenceMatchScorer(Scorer):
             kept[description] = vectors[description]
         if self.description == METRIC_INF:
             return partial(distance_rows, kept, Distance.ANGULAR)
+        if self.description == WINDOWS:
+            kept[description] = self.window_vectors(catalog.texts(description))
+            return partial(distance_rows, kept, Distance.ANGULAR)
         if self.description == TWICE:
             return lambda rows: (
                 distance_rows(kept, Distance.ANGULAR, rows)
@@ -195,17 +205,65 @@ class SentenceMatchScorer(Scorer):
     def sentence_sets(self, descriptions: Sequence[str]) -> SentenceSets:
         per_item = [description_sentences(text) for text in descriptions]
         flat = [sentence for sentences in per_item for sentence in sentences]
-        encoder = self.encoder
-        vectors = encode_views(
-            encoder.model,
-            encoder.tokenizer,
-            {"sentences": flat},
-            batch_size=encoder.batch_size,
-            max_length=encoder.max_length,
-            cache_path=self.sentence_cache,
-        )["sentences"]
+        vectors = self.encoded_pieces("sentences", flat)
         ends = np.cumsum([len(sentences) for sentences in per_item])
         return SentenceSets.from_items(np.split(vectors, ends[:-1]))
+
+    def window_vectors(self, descriptions: Sequence[str]) -> np.ndarray:
+        """Each description's vector from its windows (``description_windows``), their vectors
+        averaged weighted by token count."""
+        encoder = self.encoder
+        pieces, counts = zip(
+            *(description_windows(encoder.tokenizer, text, encoder.max_length) for text in descriptions),
+            strict=True,
+        )
+        vectors = self.encoded_pieces("windows", [piece for item in pieces for piece in item])
+        weights = np.concatenate(counts).astype(np.float64)
+        starts = np.concatenate([[0], np.cumsum([len(item) for item in pieces])[:-1]])
+        summed = np.add.reduceat(vectors * weights[:, None], starts, axis=0)
+        return (summed / np.add.reduceat(weights, starts)[:, None]).astype(np.float32)
+
+    def encoded_pieces(self, kind: str, pieces: list[str]) -> np.ndarray:
+        """The encoder's vectors of ``pieces`` (``kind``: sentences or windows), kept in a cache
+        of their own beside ``sentence_cache`` (``windows-`` in place of its ``sentences-``)."""
+        encoder = self.encoder
+        cache = self.sentence_cache
+        if cache is not None:
+            cache = cache.with_name(cache.name.replace("sentences-", f"{kind}-", 1))
+        return encode_views(
+            encoder.model,
+            encoder.tokenizer,
+            {kind: pieces},
+            batch_size=encoder.batch_size,
+            max_length=encoder.max_length,
+            cache_path=cache,
+        )[kind]
+
+
+def description_windows(
+    tokenizer: PreTrainedTokenizerBase, text: str, max_length: int
+) -> tuple[list[str], list[int]]:
+    """``text`` cut into consecutive pieces of whole words, each of at most ``max_length`` tokens
+    with the special tokens the encoder adds, and each piece's token count: the whole text when
+    it fits. A piece ends before the word that would not fit, so it tokenizes as it did within the
+    text; a single word longer than a window is cut inside it."""
+    encoding = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+    offsets, words = encoding["offset_mapping"], encoding.word_ids()
+    room = max_length - tokenizer.num_special_tokens_to_add()
+    if len(offsets) <= room:
+        return [text], [max(len(offsets), 1)]
+    pieces, counts = [], []
+    start = 0
+    while start < len(offsets):
+        stop = min(start + room, len(offsets))
+        word_start = stop
+        while stop < len(offsets) and word_start > start and words[word_start] == words[word_start - 1]:
+            word_start -= 1
+        stop = word_start if word_start > start else stop
+        pieces.append(text[offsets[start][0] : offsets[stop - 1][1]])
+        counts.append(stop - start)
+        start = stop
+    return pieces, counts
 
 
 def ranked(scorer: Scorer, ranking: str) -> Scorer:
@@ -267,13 +325,21 @@ def table(by_description: Gains) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    options = sweep_parser(__doc__, "docs/results/sentence_scoring.jsonl").parse_args(argv)
+    parser = sweep_parser(__doc__, "docs/results/sentence_scoring.jsonl")
+    options = parser.parse_args(argv)
     rows = swept_rows(options, dev_rows)
+    # The command that gives these tables again: the script and the options not at their default.
+    given = [
+        f"--{name} {getattr(options, name)}"
+        for name in ("spec", "results")
+        if getattr(options, name) != parser.get_default(name)
+    ]
+    command = " ".join([COMMAND, *given])
     for ranking in RANKINGS:
         by_description = gains(rows, ranking)
         cases = len(next(iter(by_description.values())))
         print(
             f"Dev seeds, ranked {ranking}; gain over Metric_Inf's one description vector, mean and "
-            f"smallest over {cases} (benchmark, view, encoder) cases; produced by `{COMMAND}`:\n\n"
+            f"smallest over {cases} (benchmark, view, encoder) cases; produced by `{command}`:\n\n"
             f"{table(by_description)}\n\nChosen: {chosen(by_description)}.\n"
         )
