@@ -1252,6 +1252,7 @@ def prepared_recommend_files(items: int, folder: Path) -> tuple[Path, Path]:
         write_embedding_cache,
     )
     from metricbert_trainer.evaluation.neighbours import METRIC_INF, catalog_views
+    from metricbert_trainer.evaluation.scorers import recorded_max_length
 
     catalog_path, cache_path = folder / f"catalog-{items}.csv", folder / f"embeddings-{items}.npz"
     drawn_wine_catalog(items, catalog_path)
@@ -1262,7 +1263,8 @@ def prepared_recommend_files(items: int, folder: Path) -> tuple[Path, Path]:
     vectors = clustered_views(len(catalog), 384)
     write_embedding_cache(
         cache_path,
-        *embedding_fingerprints(model, tokenizer, views, max_length=128),
+        # At the length recommend reads the default model at: the max_seq_length its folder records.
+        *embedding_fingerprints(model, tokenizer, views, max_length=recorded_max_length(model, tokenizer)),
         {name: vectors[name] for name in views},
         {name: text_digests(texts) for name, texts in views.items()},
         "fp32",

@@ -168,10 +168,11 @@ def scorers(args: argparse.Namespace, catalog: Catalog) -> Iterator[tuple[Scorer
             for mode in args.modes:
                 cache = str(Path(kept) / f"{mode}.npz")
                 scorer = encoder_scorer(args, model, tokenizer, mode, name, cache_path=cache)
-                yield scorer, {"model": path}
+                read = {"model": path, "max_length": scorer.max_length}
+                yield scorer, read
                 if args.tfidf_weight:
                     scorer = with_tfidf(scorer, args.tfidf_weight, tfidf_cache=tfidf_cache_beside(cache))
-                    yield scorer, {"model": path, "tfidf_weight": args.tfidf_weight}
+                    yield scorer, read | {"tfidf_weight": args.tfidf_weight}
                 if args.shared_neighbours:
                     settings = {
                         "shared_neighbours": args.shared_neighbours,
@@ -179,7 +180,7 @@ def scorers(args: argparse.Namespace, catalog: Catalog) -> Iterator[tuple[Scorer
                     }
                     yield (
                         SharedNeighbourScorer(scorer, args.shared_neighbours, args.shared_neighbour_weight),
-                        {"model": path, "tfidf_weight": args.tfidf_weight, **settings},
+                        read | {"tfidf_weight": args.tfidf_weight, **settings},
                     )
         del model
     for spec in args.sbert:
@@ -236,7 +237,8 @@ def run(args: argparse.Namespace) -> int:
     table = results_table([(row["name"], row["metrics"]) for row in rows], args.ks)
     print(table)
     (output_dir / "results.md").write_text(table + "\n", encoding="utf-8")
-    write_json(output_dir / "results.json", report_header(args, catalog, annotations) | {"results": rows})
+    header = report_header(args, catalog, annotations, args.max_length)
+    write_json(output_dir / "results.json", header | {"results": rows})
     plot_comparison(
         rows,
         args.ks,

@@ -23,6 +23,7 @@ from metricbert_trainer.base.distributed import process_group_closed_at_exit
 from metricbert_trainer.cli.options import (
     add_precision,
     catalog_options,
+    command_max_length,
     load_cli_catalog,
     name_and_path,
     warn_of_emulated_bf16,
@@ -61,6 +62,7 @@ def run(args: argparse.Namespace) -> int:
         name, path = name_and_path(args.model)
         model, tokenizer = load_encoder(path, device=args.device or state.device)
         warn_of_emulated_bf16(args.precision, model.device)
+        max_length = command_max_length(args, model, tokenizer)
         started = time.perf_counter()
         # Only the cache is wanted: process 0 alone holds the vectors, while it writes them.
         encode_catalog(
@@ -69,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
             catalog,
             mode=args.scorer,
             batch_size=args.batch_size,
-            max_length=args.max_length,
+            max_length=max_length,
             cache_path=args.cache,
             show_progress=state.is_main_process,
             across_processes=True,
@@ -83,6 +85,7 @@ def run(args: argparse.Namespace) -> int:
                 f"{args.cache}: {texts} vectors of {len(catalog)} items ({', '.join(views)}) by {name} "
                 f"in {precision_label(model.device, args.precision)}, "
                 f"ready in {time.perf_counter() - started:.1f} s on {state.num_processes} process(es); "
-                f"evaluate and recommend read them with --cache {args.cache} --max-length {args.max_length}."
+                f"{max_length} tokens a text; evaluate and recommend with this --model read them with --cache "
+                f"{args.cache}{'' if args.max_length is None else f' --max-length {max_length}'}."
             )
     return 0

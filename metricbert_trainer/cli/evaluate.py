@@ -9,6 +9,7 @@ from metricbert_trainer.cli.options import (
     annotation_options,
     catalog_options,
     check_caches,
+    command_max_length,
     load_cli_catalog,
     model_options,
     name_and_path,
@@ -48,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
     metrics = evaluate_scorer(scorer, catalog, annotations, ks=args.ks)
     print(results_table([(scorer.name, metrics)], args.ks))
     if args.output:
-        report = report_header(args, catalog, annotations) | {
+        report = report_header(args, catalog, annotations, command_max_length(args, model, tokenizer)) | {
             "model": path,
             "scorer": args.scorer,
             "precision": args.precision,

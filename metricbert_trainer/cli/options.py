@@ -17,7 +17,7 @@ from metricbert_trainer.evaluation.embedding_cache import check_cache_path
 from metricbert_trainer.evaluation.encoding import PRECISIONS
 from metricbert_trainer.evaluation.hybrid import DEFAULT_TFIDF_WEIGHT, with_tfidf
 from metricbert_trainer.evaluation.neighbours import CONCAT, METRIC_INF, mode_label
-from metricbert_trainer.evaluation.scorers import EncoderScorer, Scorer
+from metricbert_trainer.evaluation.scorers import EncoderScorer, Scorer, recorded_max_length
 from metricbert_trainer.evaluation.shared_neighbours import (
     DEFAULT_NEIGHBOURS,
     DEFAULT_WEIGHT,
@@ -58,6 +58,10 @@ def finite_number(text: str) -> float:
     return value
 
 
+# The tokens kept per text by a command whose model's folder records no max_seq_length.
+FALLBACK_MAX_LENGTH = 128
+
+
 def catalog_options() -> argparse.ArgumentParser:
     """The catalog file, its columns, and how its texts are encoded."""
     parser = argparse.ArgumentParser(add_help=False)
@@ -70,7 +74,13 @@ def catalog_options() -> argparse.ArgumentParser:
         help="Text fields, title first (default: title description).",
     )
     parser.add_argument("--batch-size", type=integer_at_least(1), default=64, help="Encoding batch size.")
-    parser.add_argument("--max-length", type=integer_at_least(2), default=128, help="Tokens kept per text.")
+    parser.add_argument(
+        "--max-length",
+        type=integer_at_least(2),
+        default=None,
+        help="Tokens kept per text (default: the max_seq_length the model's folder records for "
+        f"sentence-transformers, the length a recipe trained it at; {FALLBACK_MAX_LENGTH} without one).",
+    )
     parser.add_argument("--device", default=None, help="Torch device (default: cuda when available).")
     return parser
 
@@ -259,7 +269,7 @@ def encoder_scorer(
     precision: str = "auto",
 ) -> EncoderScorer:
     """The library's scorer of an encoder under ``mode``, with the command's batch size and
-    truncation, named as its result rows are, encoding at ``precision``."""
+    truncation (``command_max_length``), named as its result rows are, encoding at ``precision``."""
     warn_of_emulated_bf16(precision, model.device)
     return EncoderScorer(
         model,
@@ -267,11 +277,19 @@ def encoder_scorer(
         mode=mode,
         name=f"{name} ({mode_label(mode)})",
         batch_size=args.batch_size,
-        max_length=args.max_length,
+        max_length=command_max_length(args, model, tokenizer),
         cache_path=cache_path,
         show_progress=True,
         precision=precision,
     )
+
+
+def command_max_length(args: argparse.Namespace, model, tokenizer) -> int:
+    """The tokens a command keeps per text of ``model``: ``--max-length``, else what the model's
+    folder records (``scorers.recorded_max_length``), else ``FALLBACK_MAX_LENGTH``. A model a
+    recipe trained on long descriptions (256 tokens) is then ranked reading what it learnt on,
+    as sentence-transformers reads it, not cut at 128."""
+    return args.max_length or recorded_max_length(model, tokenizer) or FALLBACK_MAX_LENGTH
 
 
 HEAD_METRICS = ("map", "ndcg@20")
@@ -313,7 +331,11 @@ def name_and_path(spec: str) -> tuple[str, str]:
     return Path(spec).name, spec
 
 
-def report_header(args: argparse.Namespace, catalog: Catalog, annotations: Annotations) -> dict:
+def report_header(
+    args: argparse.Namespace, catalog: Catalog, annotations: Annotations, max_length: int | None
+) -> dict:
+    """What a results file records of its run; ``max_length`` the tokens kept per text, ``None``
+    when each model keeps its own (``command_max_length``)."""
     return {
         "catalog": args.catalog,
         "text_columns": list(catalog.fields),
@@ -322,7 +344,7 @@ def report_header(args: argparse.Namespace, catalog: Catalog, annotations: Annot
         "num_seeds": len(annotations.seeds),
         "num_pairs": annotations.num_pairs,
         "ks": list(args.ks),
-        "max_length": args.max_length,
+        "max_length": max_length,
         "metric_definitions": "filtered: mpr, mrr, hr@k; raw: raw_*; percent; see docs/evaluation.md",
     }
 

@@ -12,6 +12,7 @@ from metricbert_trainer.base.modeling import resolve_model_name
 from metricbert_trainer.cli.options import (
     add_precision,
     catalog_options,
+    command_max_length,
     integer_at_least,
     load_cli_catalog,
     overwrite_options,
@@ -84,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
         labels,
         output_dir / "embeddings_pca.png",
         column=args.column,
-        max_length=args.max_length,
+        max_length=command_max_length(args, *pairs[1]),
         max_items=args.max_items,
         show_progress=True,
         precision=args.precision,

@@ -255,6 +255,39 @@ def load_sentence_transformer(path: str | Path, *, device: str | None = None):
     return SentenceTransformer(str(path), device=device, model_kwargs={"use_safetensors": True})
 
 
+def transformer_folder(path: Path) -> Path:
+    """The folder of a sentence-transformers folder's ``Transformer`` module (often the folder
+    itself), or ``path`` when it is a plain Hugging Face folder."""
+    if not (path.is_dir() and is_sentence_transformers_folder(path)):
+        return path
+    modules = json.loads((path / "modules.json").read_text(encoding="utf-8"))
+    transformer = [module for module in modules if module.get("type", "").endswith(".Transformer")]
+    if not transformer:
+        raise ValueError(
+            f"{path / 'modules.json'} lists no Transformer module; pass the folder of the encoder itself."
+        )
+    return path / transformer[0].get("path", "")
+
+
+def recorded_max_length(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> int | None:
+    """The length sentence-transformers truncates the folder ``model`` was loaded from at, or
+    ``None`` for a plain Hugging Face folder: the ``max_seq_length`` of its
+    ``sentence_bert_config.json`` (a recipe's model records there the length it was trained and
+    evaluated at; all-MiniLM-L6-v2 256), else, in a folder sentence-transformers saved, the
+    tokenizer's ``model_max_length``, where its version 6 keeps it."""
+    folder = Path(model.name_or_path)
+    config = folder / "sentence_bert_config.json"
+    if config.is_file():
+        length = json.loads(config.read_text(encoding="utf-8")).get("max_seq_length")
+        if length:
+            return int(length)
+    if is_sentence_transformers_folder(folder) or is_sentence_transformers_folder(folder.parent):
+        # A tokenizer that sets no limit says "very large": the position embeddings are the limit.
+        positions = getattr(model.config, "max_position_embeddings", tokenizer.model_max_length)
+        return int(min(tokenizer.model_max_length, positions))
+    return None
+
+
 def is_sentence_transformers_folder(path: str | Path) -> bool:
     """Whether ``path`` is a saved sentence-transformers model (it has a ``modules.json``)."""
     return (Path(path) / "modules.json").is_file()
@@ -271,16 +304,7 @@ def load_encoder(
     The default model's Hub id names the copy shipped on PyPI (``resolve_model_name``), as in the
     recipes, so that the zero-shot start can be ranked offline by its name.
     """
-    path = Path(resolve_model_name(str(path)))
-    folder = path
-    if path.is_dir() and is_sentence_transformers_folder(path):
-        modules = json.loads((path / "modules.json").read_text(encoding="utf-8"))
-        transformer = [module for module in modules if module.get("type", "").endswith(".Transformer")]
-        if not transformer:
-            raise ValueError(
-                f"{path / 'modules.json'} lists no Transformer module; pass the folder of the encoder itself."
-            )
-        folder = path / transformer[0].get("path", "")
+    folder = transformer_folder(Path(resolve_model_name(str(path))))
     check_model_folder(folder, local=True)
     tokenizer = AutoTokenizer.from_pretrained(folder)
     model = AutoModel.from_pretrained(folder, use_safetensors=True)

@@ -316,6 +316,57 @@ def test_encode_writes_the_cache_recommend_then_reads(files, tiny_model_path, tm
     assert "Unknown scoring mode 'colour'" in capsys.readouterr().err
 
 
+def test_a_model_is_read_at_the_length_its_folder_records_unless_asked_otherwise(
+    files, tiny_model_path, tiny_sentence_transformer, tmp_path, capsys, caplog
+):
+    """A recipe's model records the length it trained at for sentence-transformers (the tiny one
+    here 64): every command reads it there unless ``--max-length`` says otherwise, and a model
+    that records none at 128."""
+    catalog = ["--catalog", str(files / "wines.csv")]
+    annotations = ["--annotations", str(files / "annotations.csv")]
+    evaluate = ["evaluate", *catalog, *annotations, "--shared-neighbours", "0"]
+    lengths = []
+    for model, asked in (
+        (tiny_sentence_transformer, []),
+        (tiny_sentence_transformer, ["--max-length", "24"]),
+        (tiny_model_path, []),
+    ):
+        output = tmp_path / f"{len(lengths)}.json"
+        assert main([*evaluate, "--model", model, *asked, "--output", str(output)]) == 0
+        lengths.append(json.loads(output.read_text())["max_length"])
+    assert lengths == [64, 24, 128]
+    compared = tmp_path / "compared"
+    assert (
+        main(
+            [
+                "compare",
+                *catalog,
+                *annotations,
+                "--models",
+                tiny_sentence_transformer,
+                "--output-dir",
+                str(compared),
+            ]
+        )
+        == 0
+    )
+    results = json.loads((compared / "results.json").read_text())
+    assert results["max_length"] is None and {row["max_length"] for row in results["results"]} == {64}
+    # encode, asked no length, writes the vectors that evaluate reads back at 64 without encoding.
+    cache = tmp_path / "items.npz"
+    capsys.readouterr()
+    assert main(["encode", "--model", tiny_sentence_transformer, *catalog, "--cache", str(cache)]) == 0
+    assert " 64 tokens a text; " in capsys.readouterr().out
+    with caplog.at_level("INFO", logger="metricbert_trainer.evaluation.encoding"):
+        assert (
+            main(
+                [*evaluate, "--model", tiny_sentence_transformer, "--max-length", "64", "--cache", str(cache)]
+            )
+            == 0
+        )
+    assert f"Reusing embeddings from {cache}" in caplog.text
+
+
 def test_encode_evaluate_and_recommend_encode_at_the_precision_asked(
     files, tiny_model_path, tmp_path, capsys, caplog
 ):
