@@ -281,7 +281,9 @@ def recorded_max_length(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBa
         length = json.loads(config.read_text(encoding="utf-8")).get("max_seq_length")
         if length:
             return int(length)
-    if is_sentence_transformers_folder(folder) or is_sentence_transformers_folder(folder.parent):
+    parent = folder.parent  # a sentence-transformers folder may keep its Transformer in a subfolder
+    in_parent = is_sentence_transformers_folder(parent) and transformer_folder(parent) == folder
+    if is_sentence_transformers_folder(folder) or in_parent:
         # A tokenizer that sets no limit says "very large": the position embeddings are the limit.
         positions = getattr(model.config, "max_position_embeddings", tokenizer.model_max_length)
         return int(min(tokenizer.model_max_length, positions))

@@ -1,10 +1,13 @@
 from __future__ import annotations
 
+import json
+import shutil
+
 import numpy as np
 import pandas as pd
 import pytest
 from scipy import sparse
-from transformers import BertModel
+from transformers import AutoTokenizer, BertModel
 
 from metricbert_trainer.data.annotations import Annotations
 from metricbert_trainer.data.catalog import load_catalog
@@ -17,6 +20,7 @@ from metricbert_trainer.evaluation.scorers import (
     TfidfScorer,
     is_sentence_transformers_folder,
     load_encoder,
+    recorded_max_length,
 )
 
 METADATA = ["country", "points", "price", "variety", "province", "winery"]
@@ -101,6 +105,41 @@ def test_sentence_transformers_folder_loads_as_the_same_encoder(tiny_sentence_tr
     theirs = SentenceTransformerScorer(tiny_sentence_transformer, device="cpu").item_vectors(catalog)
     for field in catalog.fields:  # same weights, same mean pooling, same truncation
         np.testing.assert_allclose(ours[field], theirs[field], atol=1e-5)
+
+
+def test_the_recorded_length_is_the_one_sentence_transformers_reads(
+    tiny_sentence_transformer, tiny_model_path, minilm_path, tmp_path
+):
+    """What the commands read a model at by default (``cli.options.command_max_length``): a
+    recipe-style ``sentence_bert_config.json`` (all-MiniLM-L6-v2's 256), the tokenizer's limit in a
+    folder sentence-transformers 6 saved (64), and a Transformer kept in a subfolder (48)."""
+    from sentence_transformers import SentenceTransformer
+
+    nested = tmp_path / "nested"
+    shutil.copytree(tiny_model_path, nested / "0_Transformer")
+    AutoTokenizer.from_pretrained(tiny_model_path, model_max_length=48).save_pretrained(
+        nested / "0_Transformer"
+    )
+    module = {
+        "idx": 0,
+        "name": "0",
+        "path": "0_Transformer",
+        "type": "sentence_transformers.models.Transformer",
+    }
+    (nested / "modules.json").write_text(json.dumps([module]), encoding="utf-8")
+    recorded = [
+        recorded_max_length(*load_encoder(path, device="cpu"))
+        for path in (minilm_path, tiny_sentence_transformer, nested)
+    ]
+    theirs = [
+        SentenceTransformer(str(path), device="cpu").max_seq_length
+        for path in (minilm_path, tiny_sentence_transformer, nested)
+    ]
+    assert recorded == theirs == [256, 64, 48]
+    # A plain folder records none, nor does one that merely sits inside a sentence-transformers folder.
+    shutil.copytree(tiny_model_path, nested / "masked_lm")
+    for path in (tiny_model_path, nested / "masked_lm"):
+        assert recorded_max_length(*load_encoder(path, device="cpu")) is None
 
 
 def test_load_encoder_reads_minilm_and_mlm_checkpoints(minilm_path, tiny_model_path):
