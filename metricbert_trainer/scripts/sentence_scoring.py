@@ -256,10 +256,12 @@ def description_windows(
     start = 0
     while start < len(offsets):
         stop = min(start + room, len(offsets))
-        word_start = stop
-        while stop < len(offsets) and word_start > start and words[word_start] == words[word_start - 1]:
-            word_start -= 1
-        stop = word_start if word_start > start else stop
+        if stop < len(offsets):
+            # End before the word the window would cut, unless that word began the window.
+            word_start = stop
+            while word_start > start and words[word_start] == words[word_start - 1]:
+                word_start -= 1
+            stop = word_start if word_start > start else stop
         pieces.append(text[offsets[start][0] : offsets[stop - 1][1]])
         counts.append(stop - start)
         start = stop
