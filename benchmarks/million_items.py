@@ -1018,6 +1018,18 @@ def list_overlap(items: int, index: str) -> float | None:
     return hits / truth.size
 
 
+def search_parameters_of(index: str, named: str | None) -> str:
+    """The search settings of ``index`` in the neighbourhoods' table: those ``named`` on the
+    command line, else ``nprobe=16`` for an IVF index (FAISS probes one list unless told more, and
+    the library refuses that) and none for the others. Why per index: one default for every index
+    gave HNSW an ``nprobe`` it has no such setting for, and the command stopped."""
+    if index == "exact":
+        return ""
+    if named is not None:
+        return named
+    return "nprobe=16" if "IVF" in index else ""
+
+
 def run_neighbourhoods(arguments: argparse.Namespace) -> None:
     from metricbert_trainer.metricbert.neighbourhood_batches import candidates_per_item
 
@@ -1032,7 +1044,7 @@ def run_neighbourhoods(arguments: argparse.Namespace) -> None:
         for index in arguments.indexes:
             if index == "exact" and items > arguments.exact_up_to:
                 continue
-            parameters = arguments.search_parameters if index != "exact" else ""
+            parameters = search_parameters_of(index, arguments.search_parameters)
             result = in_fresh_process(neighbourhood_row, items, size, index, parameters, arguments.lists_from)
             overlap = list_overlap(items, index)
             projected = result["lists"] * (1_000_000 / items) ** 2 / 3600 if index == "exact" else None
@@ -1648,7 +1660,11 @@ def main() -> None:
     neighbourhoods.add_argument(
         "--indexes", nargs="+", default=["exact"], help="'exact' and/or faiss.index_factory strings."
     )
-    neighbourhoods.add_argument("--search-parameters", default="nprobe=16", help="For the FAISS indexes.")
+    neighbourhoods.add_argument(
+        "--search-parameters",
+        help="For the FAISS indexes (default: nprobe=16 for an IVF index, which must name its probes; "
+        "none for the others, an HNSW index exploring as many items as it lists).",
+    )
     neighbourhoods.add_argument(
         "--exact-up-to", type=int, default=200_000, help="Skip the exact lists above this many items."
     )

@@ -36,6 +36,7 @@ from metricbert_trainer.evaluation.hybrid import FusedScorer, fused_ranker, stan
 from metricbert_trainer.evaluation.neighbours import (
     BLOCK_BYTES,
     column_ranges,
+    empty_index,
     filled_in_chunks,
     flat_storage,
     index_storage_rows,
@@ -232,11 +233,8 @@ def indexed_unit_rows(
     whole matrix would be scaled: a rounding's difference). A factory without a flat storage in
     item order (IVF) gets ``unit_rows_of``'s views, and the search builds its index from them as
     before."""
-    import faiss
-
     count = len(next(iter(rows.values())))
-    width = np.shape(source)[1] * len(rows)
-    index = faiss.index_factory(width, factory, faiss.METRIC_INNER_PRODUCT)
+    index = empty_index(np.shape(source)[1] * len(rows), factory, parameters)
     storage = flat_storage(index)
     if not index.is_trained or storage is None:
         return unit_rows_of(source, rows)

@@ -197,8 +197,8 @@ class MetricBertConfig(CatalogTrainerConfig):
         default="",
         metadata={
             "help": "Search settings of an approximate neighbourhood_index, as faiss.ParameterSpace reads them "
-            "(for IVF, 'nprobe=16': FAISS's default probes one list; an HNSW index given no efSearch explores "
-            "as many items as it lists, where FAISS's default explores 16)."
+            "(an IVF index must name its nprobe, e.g. 'nprobe=16', since FAISS's default probes one list; an HNSW index "
+            "given no efSearch explores as many items as it lists, where FAISS's default explores 16)."
         },
     )
     false_negative_filter: bool = field(

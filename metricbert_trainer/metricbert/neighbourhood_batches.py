@@ -29,7 +29,7 @@ import torch
 from torch.utils.data import Sampler
 
 from metricbert_trainer.evaluation.candidate_lists import take_rows_into
-from metricbert_trainer.evaluation.neighbours import stacked_columns
+from metricbert_trainer.evaluation.neighbours import empty_index, filled_in_chunks, stacked_columns
 
 # Items compared with the whole catalog at a time while the neighbour lists are built.
 CHUNK = 1024
@@ -88,7 +88,8 @@ def nearest_neighbours(
 
 def check_faiss_index(factory: str, search_parameters: str) -> None:
     """Raises ``ValueError`` before any model loads when FAISS is missing or cannot build
-    ``factory`` or set ``search_parameters`` on it."""
+    ``factory`` or set ``search_parameters`` on it, or when they would search a small part of the
+    catalog (``empty_index``: an IVF index with no ``nprobe``)."""
     try:
         import faiss
     except ImportError as error:
@@ -96,7 +97,7 @@ def check_faiss_index(factory: str, search_parameters: str) -> None:
             f"neighbourhood_index {factory!r} needs faiss-cpu: pip install 'metricbert-trainer[faiss]'."
         ) from error
     try:
-        index = faiss.index_factory(8, factory, faiss.METRIC_INNER_PRODUCT)
+        index = empty_index(8, factory, search_parameters)
         if search_parameters:
             faiss.ParameterSpace().set_index_parameters(index, search_parameters)
     except RuntimeError as error:
@@ -138,13 +139,9 @@ def neighbours_of_fields(
     in one call, as ``nearest_neighbours`` fills it."""
     if index == EXACT:
         return nearest_neighbours(item_vectors(fields, field_rows), candidates, rows=rows)
-    import faiss
-
-    from metricbert_trainer.evaluation.neighbours import filled_in_chunks
-
     matrix = item_vectors(fields, field_rows).numpy()
     count = len(matrix)
-    built = faiss.index_factory(matrix.shape[1], index, faiss.METRIC_INNER_PRODUCT)
+    built = empty_index(matrix.shape[1], index, search_parameters)
     if built.is_trained:
         return nearest_neighbours(torch.from_numpy(matrix), candidates, index, search_parameters, rows)
     built.train(matrix)

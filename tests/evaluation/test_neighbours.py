@@ -263,9 +263,9 @@ def test_an_hnsw_index_given_no_search_width_explores_as_many_items_as_it_return
     assert unnamed.hnsw.efSearch == 201
     neighbours.search_at_least(unnamed, "", 20)  # never narrowed
     assert unnamed.hnsw.efSearch == 201
-    inverted = neighbours.inner_product_index(matrix, "IVF8,Flat")
-    neighbours.search_at_least(inverted, "", 201)
-    assert inverted.nprobe == 1
+    inverted = neighbours.inner_product_index(matrix, "IVF8,Flat", "nprobe=2")
+    neighbours.search_at_least(inverted, "nprobe=2", 201)
+    assert inverted.nprobe == 2
 
 
 @pytest.mark.parametrize(
@@ -297,17 +297,29 @@ def test_the_unit_index_is_the_scaled_views_index_and_holds_their_rows_once(fact
     np.testing.assert_array_equal(rows, matrix)
 
 
-def test_faiss_search_parameters_reach_the_index(small_blocks):
-    """An IVF index searches one of its lists unless told otherwise; probing all of them is exact."""
+def test_faiss_search_parameters_reach_the_index_and_an_ivf_index_must_name_its_probes(small_blocks):
+    """Probing every list of an IVF index is exact, probing one misses neighbours; and since FAISS
+    probes one unless told more, an IVF index whose parameters name no ``nprobe`` is refused, on
+    every path that builds one, before it is trained."""
     pytest.importorskip("faiss")
     one_view = random_views(dims=(24,))
     exact = top_k(one_view, "angular", k=10)
-    every_list = top_k(
-        one_view, "angular", k=10, backend="faiss", faiss_index="IVF4,Flat", faiss_parameters="nprobe=4"
-    )
+    search = {"backend": "faiss", "faiss_index": "IVF4,Flat", "faiss_candidates": 40}
+    every_list = top_k(one_view, "angular", k=10, faiss_parameters="nprobe=4", **search)
     np.testing.assert_array_equal(every_list.indices, exact.indices)
-    one_list = top_k(one_view, "angular", k=10, backend="faiss", faiss_index="IVF4,Flat", faiss_candidates=40)
+    one_list = top_k(one_view, "angular", k=10, faiss_parameters="nprobe=1", **search)
     assert (one_list.indices != exact.indices).any()
+    refused = "'IVF4,Flat' is an inverted file: FAISS searches 1 of its 4 lists"
+    with pytest.raises(ValueError, match=refused):
+        top_k(one_view, "angular", k=10, **search)
+    with pytest.raises(ValueError, match=refused):
+        top_k(one_view, "angular", k=10, faiss_parameters="efSearch=64", **search)
+    matrix = np.ascontiguousarray(one_view["view0"])
+    with pytest.raises(ValueError, match=refused):
+        neighbours.inner_product_index(matrix, "IVF4,Flat")
+    with pytest.raises(ValueError, match="'OPQ4,IVF4,Flat' is an inverted file"):
+        neighbours.unit_index([matrix], "OPQ4,IVF4,Flat")  # an IVF inside a chain of transforms too
+    assert neighbours.empty_index(24, "HNSW8").ntotal == 0  # no probes to name
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

@@ -332,7 +332,7 @@ def test_indexed_views_are_the_index_storage_holding_the_gathered_unit_rows(dtyp
     gc.collect()
     np.ones((200, 90), dtype=np.float32)  # memory freed by a lost index would be reused here
     assert np.array_equal(description, gathered["description"])
-    apart = candidate_lists.indexed_unit_rows(source, rows, "IVF2,Flat")
+    apart = candidate_lists.indexed_unit_rows(source, rows, "IVF2,Flat", "nprobe=2")
     assert apart.index is None and apart.stacked.tobytes() == gathered.stacked.tobytes()
 
 

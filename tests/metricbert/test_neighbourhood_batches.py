@@ -114,7 +114,7 @@ def test_lists_from_the_cache_a_few_items_at_a_time_are_the_lists_of_the_item_ma
             assert torch.equal(listed, at_once[number, rows is None]), (setting, rows)
 
 
-def test_an_index_faiss_cannot_build_is_refused_before_training(tmp_path):
+def test_an_index_faiss_cannot_build_or_would_barely_search_is_refused_before_training(tmp_path):
     options = {
         "output_dir": str(tmp_path),
         "report_to": "none",
@@ -123,10 +123,15 @@ def test_an_index_faiss_cannot_build_is_refused_before_training(tmp_path):
     }
     with pytest.raises(ValueError, match="FAISS says could not parse index string IVFx,Flat"):
         MetricBertConfig(**options, neighbourhood_index="IVFx,Flat")
-    with pytest.raises(ValueError, match="could not set parameter nprob"):
-        MetricBertConfig(
-            **options, neighbourhood_index="IVF8,Flat", neighbourhood_search_parameters="nprob=2"
-        )
+    with pytest.raises(ValueError, match="could not set parameter efSerch"):
+        MetricBertConfig(**options, neighbourhood_index="HNSW8", neighbourhood_search_parameters="efSerch=2")
+    # FAISS would probe one of the 8 lists, silently: the probes must be named.
+    with pytest.raises(ValueError, match="'IVF8,Flat' is an inverted file: FAISS searches 1 of its 8 lists"):
+        MetricBertConfig(**options, neighbourhood_index="IVF8,Flat")
+    named = MetricBertConfig(
+        **options, neighbourhood_index="IVF8,Flat", neighbourhood_search_parameters="nprobe=1"
+    )
+    assert named.neighbourhood_search_parameters == "nprobe=1"
 
 
 def test_item_vectors_compare_items_by_the_mean_of_their_fields_cosines():
