@@ -340,6 +340,7 @@ def label_statistics(
         for seed, item in zip(annotations["seed_id"], annotations["recommended_id"], strict=True)
         for tag in tags[seed] & tags[item]
     )
+    seed_sections = Counter(sections[seed] for seed in annotations["seed_id"].unique())
     return {
         "eligible_seeds": len(counts),
         "candidates_per_eligible_seed_median": statistics.median(counts),
@@ -348,9 +349,16 @@ def label_statistics(
         ),
         "seeds": annotations["seed_id"].nunique(),
         "pairs": len(annotations),
-        "top_shared_tags": shared.most_common(15),
-        "seed_sections": Counter(sections[seed] for seed in annotations["seed_id"].unique()).most_common(),
+        "top_shared_tags": by_count(shared)[:15],
+        "seed_sections": by_count(seed_sections),
     }
+
+
+def by_count(counts: Counter) -> list[tuple[str, int]]:
+    """``counts``' entries, most frequent first and ties by name. Why not ``most_common``: it
+    breaks ties in the order the entries were first counted, and the tags come from sets, whose
+    order changes with every process's string hashing, so the manifest changed between builds."""
+    return sorted(counts.items(), key=lambda entry: (-entry[1], entry[0]))
 
 
 def catalog_frame(packages: list[Package]) -> pd.DataFrame:

@@ -4,6 +4,7 @@ cleans, filters and labels a tiny hand-written archive as intended."""
 from __future__ import annotations
 
 import importlib.util
+import json
 import sys
 
 import pandas as pd
@@ -159,6 +160,27 @@ def test_shipped_files_load_and_every_annotation_resolves():
     assert list(raw.columns) == ["seed_id", "seed_title", "recommended_id", "recommended_title"]
     assert not (raw["seed_id"] == raw["recommended_id"]).any()
     assert "\r" not in CATALOG.read_text(encoding="utf-8")
+
+
+def test_the_manifests_label_statistics_are_those_the_shipped_files_give():
+    """The labels of manifest.json recomputed from the shipped catalog (its label-only section and
+    tags columns) and dev annotations, as the build computes them: catches a manifest that drifted
+    from the files, and tie orders that changed with string hashing (ties by name)."""
+    manifest = json.loads((DEBIAN / "manifest.json").read_text(encoding="utf-8"))
+    frame = pd.read_csv(CATALOG, dtype=str, keep_default_na=False)
+    packages = [
+        build.Package(row.id, row.id, row.title, row.description, row.section, tuple(row.tags.split(", ")))
+        for row in frame.itertuples()
+    ]
+    settings = manifest["settings"]
+    tags, common = build.informative_tags(packages, settings["max_tag_share"])
+    similar = build.similar_items(packages, tags, settings["min_jaccard"], settings["min_shared_tags"])
+    annotations = pd.read_csv(ANNOTATIONS, dtype=str)
+    statistics = build.label_statistics(packages, similar, tags, 10, annotations)
+    assert sorted(common) == manifest["tags_over_max_share"]
+    assert json.loads(json.dumps(statistics)) == manifest["labels"]
+    tied = [name for name, count in statistics["top_shared_tags"] if count == 110]
+    assert tied == sorted(tied) and len(tied) == 4
 
 
 def test_clean_long_description_joins_lines_and_paragraphs_with_spaces():
