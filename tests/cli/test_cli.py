@@ -484,6 +484,36 @@ def test_compare_writes_table_json_and_chart(
     assert (out_dir / "results.png").read_bytes().startswith(b"\x89PNG")
 
 
+def test_the_comparison_chart_draws_every_scorers_name_whole_and_apart():
+    """Sixteen long scorer names, as the README's wine comparison has: each name is drawn inside
+    the image and overlaps no other (under the bars, turned 45 degrees, they overlapped and ran off
+    its bottom edge), and the bars keep the table's order from the top down."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    from metricbert_trainer.cli.compare import comparison_figure
+
+    names = [
+        f"MetricBERT MiniLM seed {n} (Metric_Inf) + TF-IDF 0.3 + shared neighbours 50" for n in range(16)
+    ]
+    metrics = {name: 50.0 for name in ("mpr", "mrr", "hr@10", "hr@100")}
+    rows = [{"name": name, "metrics": metrics | {f"raw_{key}": 40.0 for key in metrics}} for name in names]
+    figure = comparison_figure(rows, [10, 100], title="wines: 1000 pairs, 100 seeds")
+    renderer = FigureCanvasAgg(figure).get_renderer()
+    figure.draw(renderer)
+    image = figure.bbox
+    labels = [label for label in figure.axes[0].get_yticklabels() if label.get_text()]
+    boxes = [label.get_window_extent(renderer) for label in labels]
+    top_down = sorted(zip(boxes, labels, strict=True), key=lambda drawn: -drawn[0].y0)
+    assert [label.get_text() for _, label in top_down] == names
+    assert all(
+        box.x0 >= image.x0 and box.x1 <= image.x1 and box.y0 >= image.y0 and box.y1 <= image.y1
+        for box in boxes
+    )
+    assert not any(
+        first.overlaps(second) for index, first in enumerate(boxes) for second in boxes[index + 1 :]
+    )
+
+
 def test_errors_are_reported_not_raised(files, tiny_model_path, tmp_path, capsys):
     foreign = tmp_path / "foreign.json"
     foreign.write_text(json.dumps({"Portal": {"Half-Life": 1}}), encoding="utf-8")
