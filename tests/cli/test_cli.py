@@ -7,6 +7,7 @@ import sys
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import REPO_ROOT
 
 from metricbert_trainer.base.modeling import DEFAULT_MODEL
 from metricbert_trainer.cli import main
@@ -512,6 +513,53 @@ def test_the_comparison_chart_draws_every_scorers_name_whole_and_apart():
     assert not any(
         first.overlaps(second) for index, first in enumerate(boxes) for second in boxes[index + 1 :]
     )
+
+
+def test_the_readmes_wine_comparison_quotes_the_shipped_results():
+    """Every row of README.md's comparison on the wine sample is the results.json its command
+    wrote (docs/compare_wines, and RecoBERT's docs/compare_wines_recobert), rounded as the page
+    rounds: re-running the command without updating the page, or the page without the files,
+    fails here."""
+    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+
+    def results(folder: str) -> dict[str, dict]:
+        rows = json.loads((REPO_ROOT / "docs" / folder / "results.json").read_text(encoding="utf-8"))[
+            "results"
+        ]
+        return {row["name"]: row["metrics"] for row in rows}
+
+    compared, recobert = results("compare_wines"), results("compare_wines_recobert")
+    trained, hybrid = (
+        "MetricBERT MiniLM (train_wines.py)",
+        f" + TF-IDF {DEFAULT_TFIDF_WEIGHT} + shared neighbours {DEFAULT_NEIGHBOURS}",
+    )
+    page_rows = {
+        "TF-IDF (per field, sum of cosines)": [compared["TF-IDF"]],
+        "LDA": [compared["LDA"]],
+        "MiniLM zero-shot, Mean / Metric_Inf": [
+            compared[f"MiniLM zero-shot ({mode})"] for mode in ("Mean", "Metric_Inf")
+        ],
+        "SBERT all-MiniLM-L6-v2, Mean / Metric_Inf": [
+            compared[f"SBERT all-MiniLM-L6-v2 ({mode})"] for mode in ("Mean", "Metric_Inf")
+        ],
+        "RecoBERT MiniLM, TDM only, 4 scores, top 100 re-ranked": [
+            recobert["RecoBERT MiniLM, TDM only, lr 1e-4 (4 scores, top 100 re-ranked)"]
+        ],
+        "MetricBERT (the main job's model), Mean / Metric_Inf": [
+            compared[f"{trained} ({mode})"] for mode in ("Mean", "Metric_Inf")
+        ],
+        "MiniLM zero-shot, Metric_Inf + TF-IDF 0.3 + shared neighbours 50 (how `evaluate` and `recommend` rank)": [
+            compared[f"MiniLM zero-shot (Metric_Inf){hybrid}"]
+        ],
+        "MetricBERT, Metric_Inf + TF-IDF 0.3 + shared neighbours 50": [
+            compared[f"{trained} (Metric_Inf){hybrid}"]
+        ],
+    }
+    for label, rows in page_rows.items():
+        cells = [
+            " / ".join(f"{row[metric]:.1f}" for row in rows) for metric in ("mpr", "mrr", "hr@10", "hr@100")
+        ]
+        assert f"| {label} | {' | '.join(cells)} |" in readme, label
 
 
 def test_errors_are_reported_not_raised(files, tiny_model_path, tmp_path, capsys):
