@@ -259,11 +259,11 @@ def plot_comparison(rows: Sequence[dict], ks: Sequence[int], path: Path, *, titl
 
 
 def comparison_figure(rows: Sequence[dict], ks: Sequence[int], *, title: str):
-    """A matplotlib ``Figure``: one panel per metric, a filtered (solid) and a raw (hatched) bar per scorer, the scorers
-    down the side in the table's order. Why horizontal, in a figure as tall as the rows need and
-    laid out by matplotlib's constrained layout: scorer names are long ("MetricBERT (Metric_Inf) +
-    TF-IDF 0.3 + shared neighbours 50"), and under the bars, turned 45 degrees, sixteen of them
-    overlapped and ran off the image."""
+    """A matplotlib ``Figure``: one panel per metric, a filtered (solid) and a raw (hatched) bar per
+    scorer, the scorers down the side in the table's order. Why horizontal, in a figure as tall as
+    the rows need and laid out by matplotlib's constrained layout: scorer names are long
+    ("MetricBERT (Metric_Inf) + TF-IDF 0.3 + shared neighbours 50"), and under the bars, turned 45
+    degrees, sixteen of them overlapped and ran off the image."""
     import numpy as np
     from matplotlib.figure import Figure
 

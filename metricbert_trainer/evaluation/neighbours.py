@@ -177,8 +177,9 @@ def top_k(
             the index's order is exact and ``4 * k`` otherwise.
         faiss_parameters: search settings of an approximate index, as ``faiss.ParameterSpace``
             reads them: ``"nprobe=32"`` for IVF (required: FAISS's default, 1 list, misses most
-            neighbours, so ``empty_index`` refuses IVF without it), ``"efSearch=256"`` for HNSW; an HNSW index given no ``efSearch`` explores as many items
-            as the candidates it returns (``search_at_least``), where FAISS's default explores 16.
+            neighbours, so ``empty_index`` refuses IVF without it), ``"efSearch=256"`` for HNSW;
+            an HNSW index given no ``efSearch`` explores as many items as the candidates it
+            returns (``search_at_least``), where FAISS's default explores 16.
             Recall and time of each: ``benchmarks/million_items.py``.
     """
     distance = Distance(distance)
