@@ -72,8 +72,13 @@ class StepProfiler(TrainerCallback):
         wall = time.perf_counter() - self._started
         self._profiler.__exit__(None, None, None)
         events = self._profiler.events()
-        # The tables leave out the Python frames, which are recorded only to place the operators.
-        frames = {event.key for event in events if event.is_python_function}
+        # The tables leave out the Python frames, which only a CPU's profile records (to place the
+        # operators); a GPU's has none, and older torch (the lent machines' 2.11) lacks the attribute.
+        frames = (
+            set()
+            if torch.cuda.is_available()
+            else {event.key for event in events if event.is_python_function}
+        )
         averages = EventList(
             [average for average in self._profiler.key_averages() if average.key not in frames],
             use_device="cuda" if torch.cuda.is_available() else None,
