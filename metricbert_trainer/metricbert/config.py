@@ -78,7 +78,7 @@ from metricbert_trainer.metricbert.neighbourhood_batches import EXACT, check_fai
             "mlm_weight_ramp_steps",
             "pooling_input",
         ),
-        "Speed": ("length_groups", "joint_field_pass"),
+        "Speed": ("length_groups", "joint_field_pass", "attention_dropout"),
     }
 )
 @dataclass
@@ -174,6 +174,17 @@ class MetricBertConfig(CatalogTrainerConfig):
             "speed of a call per field; with length_groups the groups are drawn over all fields' texts, at about "
             'the speed of per-field groups (benchmarks/RESULTS.md: "Both fields in one encoder call", CPU; '
             '"Both fields in one call, measured on a GPU").'
+        },
+    )
+    attention_dropout: bool = field(
+        default=True,
+        metadata={
+            "help": "Drop attention probabilities in the training steps at the rate the encoder's config gives; "
+            "false leaves that dropout off the student's passes (every other dropout stays on, the saved config "
+            "unchanged). On a CPU, attention with a dropout mask leaves scaled-dot-product attention's fused "
+            "kernel: a MiniLM field's forward and backward cost 1.24x (256 tokens) and 1.19x (88 tokens) what "
+            "they cost without it (benchmarks/attention_dropout.py); the MLM-head warm-up already encodes "
+            "without it. Its quality: docs/quality.md."
         },
     )
     batch_neighbourhood_size: int = field(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import time
@@ -12,6 +13,7 @@ from scipy import sparse
 from torch.utils.data import DataLoader
 from transformers import PreTrainedModel
 
+from metricbert_trainer.base.attention import attention_dropout_off
 from metricbert_trainer.base.checkpoints import checkpoint_to_resume
 from metricbert_trainer.base.collator import field_inputs, unmasked
 from metricbert_trainer.base.distributed import (
@@ -185,13 +187,14 @@ class MetricBertTrainer(CatalogTrainer):
 
     def compute_loss(self, model, inputs, return_outputs: bool = False, num_items_in_batch=None):
         args: MetricBertConfig = self.args
-        outputs = model(
-            metric_batch=inputs,
-            fields=self.batch_fields,
-            pooling_input=args.pooling_input,
-            length_groups=length_groups_on(args.device, args.length_groups),
-            joint_fields=args.joint_field_pass,
-        )
+        with contextlib.nullcontext() if args.attention_dropout else attention_dropout_off(model):
+            outputs = model(
+                metric_batch=inputs,
+                fields=self.batch_fields,
+                pooling_input=args.pooling_input,
+                length_groups=length_groups_on(args.device, args.length_groups),
+                joint_fields=args.joint_field_pass,
+            )
         embeddings, shard = outputs["embeddings"], None
         if self.gathers_across_processes:
             embeddings, shard = gather_with_grad(embeddings, dim=1)

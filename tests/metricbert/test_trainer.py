@@ -399,6 +399,53 @@ def test_length_groups_and_one_call_for_both_fields_train_like_one_padded_batch(
     }
 
 
+def test_attention_dropout_off_trains_like_a_model_configured_without_it(
+    tmp_path, tiny_model_path, tokenizer, wine_items
+):
+    """``attention_dropout: false`` leaves the attention probabilities' dropout off the training
+    steps only: a model configured with it at 0.5 then logs the losses of one configured at 0, the
+    self-attention blocks run in eval mode inside the steps and are in train mode again after them,
+    and the saved configuration keeps its 0.5. With the option on, the same model logs other
+    losses (the dropout is drawn)."""
+    histories, modes = {}, {}
+    for name, probability, attention_dropout in (
+        ("configured without it", 0.0, True),
+        ("left off", 0.5, False),
+        ("drawn", 0.5, True),
+    ):
+        model = load_masked_lm(
+            tiny_model_path, hidden_dropout_prob=0.0, attention_probs_dropout_prob=probability
+        )
+        attention = [module for module in model.modules() if type(module).__name__ == "BertSelfAttention"]
+        modes[name] = []
+        # The guide and the teacher are frozen copies, hooks included: only the student's blocks count.
+        student = {id(module) for module in attention}
+        for module in attention:
+            module.register_forward_hook(
+                lambda module, inputs, output, name=name, student=student: (
+                    modes[name].append(module.training) if id(module) in student else None
+                )
+            )
+        args = _config(
+            tmp_path / name.replace(" ", "-"),
+            max_steps=3,
+            mlm_weight=1.0,
+            mlm_probability=0.15,
+            mlm_head_warmup_steps=0,  # its encoding leaves the attention dropout off in every run
+            attention_dropout=attention_dropout,
+        )
+        trainer = MetricBertTrainer(model, args, train_dataset=wine_items, processing_class=tokenizer)
+        trainer.train()
+        histories[name] = _loss_history(trainer, "triplet_loss") + _loss_history(trainer, "mlm_loss")
+        if name == "left off":
+            assert all(module.training == model.training for module in attention)
+            assert model.config.attention_probs_dropout_prob == 0.5
+    assert histories["left off"] == histories["configured without it"]
+    assert histories["drawn"] != histories["configured without it"]
+    assert modes["left off"] and not any(modes["left off"])
+    assert modes["drawn"] and all(modes["drawn"])
+
+
 @pytest.mark.parametrize("groups", [1, 4])
 def test_two_runs_of_one_seed_end_with_the_same_weights_bit_for_bit(
     tmp_path, tiny_model_path, tokenizer, wine_items, groups
