@@ -183,7 +183,7 @@ class MetricBertConfig(CatalogTrainerConfig):
             "false leaves that dropout off the student's passes (every other dropout stays on, the saved config "
             "unchanged). On a CPU, attention with a dropout mask leaves scaled-dot-product attention's fused "
             "kernel: a MiniLM field's forward and backward cost 1.24x (256 tokens) and 1.19x (88 tokens) what "
-            "they cost without it, and whole trainings took 0.82x (Debian, PyPI) and 0.94x (wines) the time "
+            "they cost without it, and whole trainings took 0.82-0.83x (Debian, PyPI) and 0.94x (wines) the time "
             "(benchmarks/RESULTS.md); the MLM-head warm-up already encodes "
             'without it. Its quality, screened on three domains: docs/quality.md, "The training steps without attention '
             'dropout".'
@@ -513,6 +513,11 @@ class MetricBertConfig(CatalogTrainerConfig):
             raise ValueError(
                 "log_gradient_norms takes each term's gradient on its own, which gradient checkpointing cannot "
                 "give: turn one of them off."
+            )
+        if not self.attention_dropout and self.gradient_checkpointing:
+            raise ValueError(
+                "attention_dropout false leaves the dropout off the training step's forward pass, and gradient "
+                "checkpointing would run that forward again in the backward pass with it on: turn one of them off."
             )
         # Building the loss checks the objective's own settings (margins, scale, mining) now,
         # before any model is loaded.

@@ -671,9 +671,11 @@ def test_gradient_norms_of_each_term_are_logged_and_leave_training_as_it_was(
     assert all(torch.equal(weights[0][name], weights[1][name]) for name in weights[0])
 
 
-def test_gradient_norms_are_refused_with_gradient_checkpointing(tmp_path):
+@pytest.mark.parametrize("setting", [{"log_gradient_norms": True}, {"attention_dropout": False}])
+def test_settings_gradient_checkpointing_cannot_honour_are_refused(tmp_path, setting):
     with pytest.raises(ValueError, match="gradient checkpointing"):
-        _config(tmp_path, log_gradient_norms=True, activation_checkpointing=True)
+        _config(tmp_path, activation_checkpointing=True, **setting)
+    _config(tmp_path, **setting)  # accepted without it
 
 
 class HostReads(torch.overrides.TorchFunctionMode):
