@@ -1,6 +1,7 @@
 #!/bin/bash
 # One device call (prepared by benchmarks/gpu_rows/prepare.sh): issue #37's GPU rows for today's default,
-# and for it and the no-MLM recipe with both fields in one encoder pass (--joint_field_pass), beside
+# and for it and the no-MLM recipe with both fields in one encoder pass (--joint_field_pass; the default
+# also without attention dropout, --attention_dropout false), beside
 # sentence-transformers at both precisions, then end to end on data/debian, default against no-MLM.
 # Each row's first 3 steps after the warm-up are profiled, untimed ($OUT/profiles: kernels' busy share and
 # operators a step, which check the CPU's operator counts that predicted the ratios: RESULTS.md).
