@@ -31,13 +31,15 @@ def varying_shape_attention(device: torch.device) -> contextlib.AbstractContextM
     return sdpa_kernel(SHAPE_FREE_BACKENDS)
 
 
-@contextlib.contextmanager
-def attention_dropout_off(model: torch.nn.Module):
-    """``model`` with dropout left off its attention probabilities, on everywhere else it is on.
+def leave_attention_dropout_off(model: torch.nn.Module) -> list[torch.nn.Module]:
+    """Switch ``model``'s self-attention blocks that are in train mode to eval mode, and return
+    them; they stay so until ``model.train()`` (or their own ``train()``) switches them back.
 
     The attention modules are the self-attention blocks of the BERT family (class names ending in
     ``SelfAttention``), which read their own ``training`` flag to choose the attention dropout;
     their other children hold no dropout. A model without such blocks keeps all of its dropout.
+    Left off rather than scoped to a forward pass because gradient checkpointing runs the forward
+    again inside the backward pass, which must draw the same (no) attention dropout.
     """
     attention = [
         module
@@ -46,6 +48,14 @@ def attention_dropout_off(model: torch.nn.Module):
     ]
     for module in attention:
         module.eval()
+    return attention
+
+
+@contextlib.contextmanager
+def attention_dropout_off(model: torch.nn.Module):
+    """``model`` with dropout left off its attention probabilities, on everywhere else it is on
+    (``leave_attention_dropout_off``), for the passes inside the block."""
+    attention = leave_attention_dropout_off(model)
     try:
         yield
     finally:

@@ -514,11 +514,6 @@ class MetricBertConfig(CatalogTrainerConfig):
                 "log_gradient_norms takes each term's gradient on its own, which gradient checkpointing cannot "
                 "give: turn one of them off."
             )
-        if not self.attention_dropout and self.gradient_checkpointing:
-            raise ValueError(
-                "attention_dropout false leaves the dropout off the training step's forward pass, and gradient "
-                "checkpointing would run that forward again in the backward pass with it on: turn one of them off."
-            )
         # Building the loss checks the objective's own settings (margins, scale, mining) now,
         # before any model is loaded.
         build_loss(self)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import logging
 import time
@@ -13,7 +12,7 @@ from scipy import sparse
 from torch.utils.data import DataLoader
 from transformers import PreTrainedModel
 
-from metricbert_trainer.base.attention import attention_dropout_off
+from metricbert_trainer.base.attention import leave_attention_dropout_off
 from metricbert_trainer.base.checkpoints import checkpoint_to_resume
 from metricbert_trainer.base.collator import field_inputs, unmasked
 from metricbert_trainer.base.distributed import (
@@ -185,16 +184,27 @@ class MetricBertTrainer(CatalogTrainer):
             seed=args.seed,
         )
 
+    def training_step(self, model, inputs, num_items_in_batch=None) -> torch.Tensor:
+        """``CatalogTrainer.training_step``. With ``attention_dropout`` false, ``compute_loss``
+        leaves the self-attention blocks in eval mode for the step's forward and its backward pass,
+        where gradient checkpointing runs the forward again; they return to train mode after it."""
+        loss = super().training_step(model, inputs, num_items_in_batch)
+        if not self.args.attention_dropout:
+            model.train()
+        return loss
+
     def compute_loss(self, model, inputs, return_outputs: bool = False, num_items_in_batch=None):
         args: MetricBertConfig = self.args
-        with contextlib.nullcontext() if args.attention_dropout else attention_dropout_off(model):
-            outputs = model(
-                metric_batch=inputs,
-                fields=self.batch_fields,
-                pooling_input=args.pooling_input,
-                length_groups=length_groups_on(args.device, args.length_groups),
-                joint_fields=args.joint_field_pass,
-            )
+        if not args.attention_dropout:
+            # Off through the backward pass too (training_step switches it back after it).
+            leave_attention_dropout_off(model)
+        outputs = model(
+            metric_batch=inputs,
+            fields=self.batch_fields,
+            pooling_input=args.pooling_input,
+            length_groups=length_groups_on(args.device, args.length_groups),
+            joint_fields=args.joint_field_pass,
+        )
         embeddings, shard = outputs["embeddings"], None
         if self.gathers_across_processes:
             embeddings, shard = gather_with_grad(embeddings, dim=1)
