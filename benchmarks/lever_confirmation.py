@@ -20,7 +20,7 @@ import argparse
 import statistics
 from pathlib import Path
 
-from metricbert_trainer.scripts.quality_tables import TRAINED, read_rows, reranked
+from metricbert_trainer.scripts.quality_tables import TRAINED, cell, read_rows, reranked, summarise
 
 # (the variant's results, the default's), by the benchmark files of benchmarks/levers.yaml and
 # benchmarks/held_out_levers.yaml.
@@ -33,18 +33,6 @@ RULED = ("mpr", "map", "ndcg@20")
 VIEWS = ("plain", "masked")
 
 
-def seed_values(
-    rows: list[dict], model: str, benchmark: str, view: str, split: str, metric: str
-) -> list[float]:
-    """The metric of each training seed's row, in seed order (the last row of a seed counts)."""
-    by_seed = {
-        row["train_seed"]: row["metrics"][metric]
-        for row in rows
-        if (row["model"], row["benchmark"], row["view"], row["split"]) == (model, benchmark, view, split)
-    }
-    return [by_seed[seed] for seed in sorted(by_seed)]
-
-
 def reading(options: argparse.Namespace) -> tuple[list[str], bool]:
     """The table's lines, and whether every ruled cell of every case is inside its allowance."""
     ruled = options.split == "dev"
@@ -53,34 +41,32 @@ def reading(options: argparse.Namespace) -> tuple[list[str], bool]:
         "|---|---|" + "---:|" * len(COLUMNS),
     ]
     passed = True
+    variant_name, default_name = reranked(options.variant), reranked(TRAINED)
     for variant_results, default_results in options.pairs:
-        variant_rows, default_rows = read_rows(Path(variant_results)), read_rows(Path(default_results))
-        benchmarks = dict.fromkeys(
-            row["benchmark"] for row in variant_rows if row["model"] == options.variant
-        )
+        # (benchmark, split, view, model) -> metric -> the values over training seeds.
+        variants = summarise(read_rows(Path(variant_results)), trained=())
+        defaults = summarise(read_rows(Path(default_results)), trained=())
+        benchmarks = dict.fromkeys(benchmark for benchmark, _, _, model in variants if model == variant_name)
         for benchmark in benchmarks:
             for view in VIEWS:
+                variant = variants.get((benchmark, options.split, view, variant_name), {})
+                default = defaults.get((benchmark, options.split, view, default_name), {})
+                seeds, default_seeds = len(variant.get("mpr", [])), len(default.get("mpr", []))
+                if seeds < 2 or seeds != default_seeds:
+                    raise SystemExit(
+                        f"{benchmark} {view}: {seeds} training seeds of {options.variant!r} "
+                        f"against the default's {default_seeds}; the rule reads the same seeds, at least 2."
+                    )
                 cells = []
                 for metric in COLUMNS:
-                    key = (benchmark, view, options.split, metric)
-                    variant = seed_values(variant_rows, reranked(options.variant), *key)
-                    default = seed_values(default_rows, reranked(TRAINED), *key)
-                    if len(variant) < 2 or len(variant) != len(default):
-                        raise SystemExit(
-                            f"{benchmark} {view}: {len(variant)} training seeds of {options.variant!r} "
-                            f"against the default's {len(default)}; the rule reads the same seeds, at least 2."
-                        )
-                    difference = statistics.mean(variant) - statistics.mean(default)
-                    cell = (
-                        f"{statistics.mean(variant):.2f} ± {statistics.stdev(variant):.2f} / "
-                        f"{statistics.mean(default):.2f} ± {statistics.stdev(default):.2f}: {difference:+.2f}"
-                    )
+                    difference = statistics.mean(variant[metric]) - statistics.mean(default[metric])
+                    text = f"{cell(variant[metric])} / {cell(default[metric])}: {difference:+.2f}"
                     if ruled and metric in options.ruled:
-                        allowance = max(options.floor, options.spreads * statistics.stdev(default))
-                        cell += f" ({allowance:.2f})"
+                        allowance = max(options.floor, options.spreads * statistics.stdev(default[metric]))
+                        text += f" ({allowance:.2f})"
                         if difference < -allowance:
-                            cell, passed = f"**{cell}**", False
-                    cells.append(cell)
+                            text, passed = f"**{text}**", False
+                    cells.append(text)
                 lines.append(f"| {benchmark} | {view} | " + " | ".join(cells) + " |")
     return lines, passed
 
