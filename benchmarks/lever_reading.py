@@ -1,0 +1,153 @@
+"""A lever read against the default on every domain, by the rule of its screen or of its confirmation.
+
+    python benchmarks/lever_reading.py --variant "attention dropout off"               # dev seeds: the rule
+    python benchmarks/lever_reading.py --variant "attention dropout off" --split test  # the report
+    python benchmarks/lever_reading.py --variant "mnrl objective" --train-seeds 1 --gains 3  # a screen
+
+A lever's rule is written in its variant's comment in ``benchmarks/levers.yaml`` before any of its
+rows is read. A screen compares one training seed with the default's same seed (``--train-seeds
+1``); a confirmation compares the means over every training seed both have (at least 2). Either
+way, in the default ranking, in each (domain, view) case each metric of ``--ruled`` must be no
+lower than the default's minus the larger of ``--floor`` and ``--spreads`` times the default's
+spread over all its training seeds there; a lever meant to gain (``--gains K``) must also be above
+the default by more than that spread in a metric of ``--gained`` in at least K cases. This prints,
+for each case, the variant's value (mean ± spread) / the default's: the difference, and on the dev
+seeds the allowance in brackets (bold when the difference is below it), from the results files the
+quality tables' command wrote: each pair is a study's results file (the variant's rows) and its
+base's (the default's rows). It trains and ranks nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+from collections.abc import Sequence
+from pathlib import Path
+
+from metricbert_trainer.scripts.quality_tables import TRAINED, cell, read_rows, reranked, summarise
+
+# (the variant's results, the default's), by the benchmark files of benchmarks/levers.yaml and
+# benchmarks/held_out_levers.yaml.
+RESULT_PAIRS = (
+    ("docs/results/levers.jsonl", "docs/results/quality_tables.jsonl"),
+    ("docs/results/held_out_levers.jsonl", "docs/results/held_out.jsonl"),
+)
+COLUMNS = {"mpr": "MPR", "map": "MAP", "ndcg@20": "NDCG@20", "hr@100": "HR@100"}
+RULED = ("mpr", "map", "ndcg@20")
+GAINED = ("map", "ndcg@20")
+VIEWS = ("plain", "masked")
+
+
+def of_seeds(rows: list[dict], train_seeds: Sequence[int] | None) -> list[dict]:
+    """The rows of these training seeds (every row when None)."""
+    return rows if train_seeds is None else [row for row in rows if row.get("train_seed") in train_seeds]
+
+
+def compared_seeds(case: str, variant: dict, default: dict, train_seeds: Sequence[int] | None) -> None:
+    """Refuses a case whose two sides hold different training seeds, or too few to read."""
+    seeds, default_seeds = len(variant.get("mpr", [])), len(default.get("mpr", []))
+    wanted = len(train_seeds) if train_seeds is not None else max(seeds, 2)
+    if seeds != wanted or default_seeds != wanted:
+        raise SystemExit(
+            f"{case}: {seeds} training seeds of the variant against the default's {default_seeds}; "
+            + (
+                f"the screen reads seeds {list(train_seeds)} of both."
+                if train_seeds
+                else "the rule reads the same seeds, at least 2."
+            )
+        )
+
+
+def reading(options: argparse.Namespace) -> tuple[list[str], bool]:
+    """The table's lines, and whether the rule passes: every ruled cell of every case inside its
+    allowance, and at least ``options.gains`` cases above the default's spread."""
+    ruled = options.split == "dev"
+    counting_gains = ruled and options.gains > 0
+    lines = [
+        "| benchmark | view | "
+        + " | ".join(COLUMNS.values())
+        + (" | above the default's spread |" if counting_gains else " |"),
+        "|---|---|" + "---:|" * len(COLUMNS) + ("---|" if counting_gains else ""),
+    ]
+    passed, gained_cases = True, 0
+    variant_name, default_name = reranked(options.variant), reranked(TRAINED)
+    for variant_results, default_results in options.pairs:
+        # (benchmark, split, view, model) -> metric -> the values over training seeds.
+        variants = summarise(of_seeds(read_rows(Path(variant_results)), options.train_seeds), trained=())
+        default_rows = read_rows(Path(default_results))
+        defaults = summarise(of_seeds(default_rows, options.train_seeds), trained=())
+        spreads_over = summarise(default_rows, trained=())
+        benchmarks = dict.fromkeys(benchmark for benchmark, _, _, model in variants if model == variant_name)
+        for benchmark in benchmarks:
+            for view in VIEWS:
+                variant = variants.get((benchmark, options.split, view, variant_name), {})
+                default = defaults.get((benchmark, options.split, view, default_name), {})
+                compared_seeds(f"{benchmark} {view}", variant, default, options.train_seeds)
+                all_seeds = spreads_over[(benchmark, options.split, view, default_name)]
+                cells, above = [], []
+                for metric in COLUMNS:
+                    difference = statistics.mean(variant[metric]) - statistics.mean(default[metric])
+                    text = f"{cell(variant[metric])} / {cell(default[metric])}: {difference:+.2f}"
+                    spread = statistics.stdev(all_seeds[metric])
+                    if ruled and metric in options.ruled:
+                        allowance = max(options.floor, options.spreads * spread)
+                        text += f" ({allowance:.2f})"
+                        if difference < -allowance:
+                            text, passed = f"**{text}**", False
+                    if metric in options.gained and difference > spread:
+                        above.append(COLUMNS[metric])
+                    cells.append(text)
+                gained_cases += bool(above)
+                if counting_gains:
+                    cells.append(", ".join(above) or "-")
+                lines.append(f"| {benchmark} | {view} | " + " | ".join(cells) + " |")
+    if len(lines) == 2:
+        raise SystemExit(f"No rows of {options.variant!r} in the results files: {options.pairs}.")
+    if counting_gains:
+        lines.append(f"\ncases above the default's spread: {gained_cases} (the rule asks {options.gains})")
+        passed = passed and gained_cases >= options.gains
+    return lines, passed
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--variant", required=True, help="The variant's name in the benchmark files.")
+    parser.add_argument("--split", choices=["dev", "test"], default="dev", help="test: the report, no rule.")
+    parser.add_argument(
+        "--pairs",
+        nargs=2,
+        action="append",
+        metavar=("VARIANT_RESULTS", "DEFAULT_RESULTS"),
+        help="A study's results file and its base's (repeatable; default: the levers' and the held-out levers').",
+    )
+    parser.add_argument(
+        "--train-seeds",
+        type=int,
+        nargs="+",
+        help="A screen: these training seeds of the variant against the same of the default "
+        "(default: the means over every seed, a confirmation).",
+    )
+    parser.add_argument("--ruled", nargs="+", default=list(RULED), choices=list(COLUMNS))
+    parser.add_argument("--floor", type=float, default=0.10, help="The smallest allowance.")
+    parser.add_argument("--spreads", type=float, default=2.0, help="The allowance in the default's spreads.")
+    parser.add_argument(
+        "--gains",
+        type=int,
+        default=0,
+        help="The cases, at least, in which a metric of --gained is above the default by more than its spread.",
+    )
+    parser.add_argument("--gained", nargs="+", default=list(GAINED), choices=list(COLUMNS))
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    options = build_parser().parse_args(argv)
+    options.pairs = options.pairs or [list(pair) for pair in RESULT_PAIRS]
+    lines, passed = reading(options)
+    print("\n".join(lines))
+    if options.split == "dev":
+        print(f"\nrule: {'passes' if passed else 'fails'}")
+
+
+if __name__ == "__main__":
+    main()

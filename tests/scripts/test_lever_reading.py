@@ -1,0 +1,109 @@
+"""A lever read against the default (``benchmarks/lever_reading.py``): the rules of its screen and of
+its confirmation, and the tables docs/quality.md quotes from it."""
+
+import json
+
+import pytest
+from conftest import REPO_ROOT, benchmark_module
+
+from metricbert_trainer.scripts.quality_tables import TRAINED, read_rows
+
+
+@pytest.fixture(scope="module")
+def lever_reading():
+    with benchmark_module("lever_reading") as module:
+        yield module
+
+
+def test_the_quality_page_quotes_the_rows_the_results_give(lever_reading, monkeypatch, capsys):
+    """Every row of the attention-dropout confirmation, dev and test, is on docs/quality.md as the
+    results files give it: a changed results file or a hand-edited cell fails here."""
+    monkeypatch.chdir(REPO_ROOT)
+    page = (REPO_ROOT / "docs" / "quality.md").read_text(encoding="utf-8")
+    for split in ("dev", "test"):
+        lever_reading.main(["--variant", "attention dropout off", "--split", split])
+        rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| ")]
+        assert len(rows) == 1 + 3 * 2  # the header, then three domains of two views
+        for row in rows:
+            assert row in page, row
+
+
+def _write(path, rows):
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+
+
+def _debian_default_and_variant(tmp_path):
+    """The default's Debian rows (three training seeds) in one file, the same rows under the
+    variant name "lever" in another; the --pairs flags that name them."""
+    default = [
+        row
+        for row in read_rows(REPO_ROOT / "docs" / "results" / "quality_tables.jsonl")
+        if row["benchmark"] == "debian" and row["model"].startswith(TRAINED)
+    ]
+    _write(tmp_path / "default.jsonl", default)
+    variant = [{**row, "model": row["model"].replace(TRAINED, "lever", 1)} for row in default]
+    return variant, ["--pairs", str(tmp_path / "variant.jsonl"), str(tmp_path / "default.jsonl")]
+
+
+def _shifted(rows, train_seed, view, metric, by):
+    """The rows with one metric of the default ranking's dev rows of one seed and view moved."""
+    return [
+        {**row, "metrics": {**row["metrics"], metric: row["metrics"][metric] + by}}
+        if (row["split"], row["train_seed"], row["view"]) == ("dev", train_seed, view)
+        and "shared" in row["model"]
+        else row
+        for row in rows
+    ]
+
+
+def test_a_variant_level_with_the_default_passes_and_one_cell_below_its_allowance_fails(
+    lever_reading, tmp_path, capsys
+):
+    """From the default's own rows (Debian, three training seeds): the same rows under a variant's
+    name pass; the same with one seed's masked MAP lowered by 1.5 points (0.5 off the mean, more
+    than the 0.30 allowance there) fail, and only that cell is bold."""
+    variant, pairs = _debian_default_and_variant(tmp_path)
+    _write(tmp_path / "variant.jsonl", variant)
+    lever_reading.main(["--variant", "lever", *pairs])
+    assert capsys.readouterr().out.endswith("rule: passes\n")
+
+    _write(tmp_path / "variant.jsonl", _shifted(variant, 1, "masked", "map", -1.5))
+    lever_reading.main(["--variant", "lever", *pairs])
+    out = capsys.readouterr().out
+    assert out.endswith("rule: fails\n")
+    bold = [line for line in out.splitlines() if "**" in line]
+    assert len(bold) == 1 and bold[0].startswith("| debian | masked")
+    assert bold[0].split(" | ")[3].startswith("**")  # the MAP cell
+
+
+def test_a_screen_reads_its_seed_only_and_asks_for_its_gains(lever_reading, tmp_path, capsys):
+    """A screen (--train-seeds 1 --gains 1): the default's own rows under the lever's name gain
+    nothing and fail; seed 1's masked MAP raised by 1.0 (more than the default's spread there, 0.15)
+    passes, that case alone listed above the spread; seed 2 lowered by 5 points changes nothing, as
+    the screen reads seed 1 only; with every seed read (a confirmation) that same drop fails."""
+    variant, pairs = _debian_default_and_variant(tmp_path)
+    screen = ["--variant", "lever", *pairs, "--train-seeds", "1", "--gains", "1"]
+    _write(tmp_path / "variant.jsonl", variant)
+    lever_reading.main(screen)
+    assert capsys.readouterr().out.endswith(
+        "cases above the default's spread: 0 (the rule asks 1)\n\nrule: fails\n"
+    )
+
+    raised = _shifted(_shifted(variant, 1, "masked", "map", 1.0), 2, "masked", "map", -5.0)
+    _write(tmp_path / "variant.jsonl", raised)
+    lever_reading.main(screen)
+    out = capsys.readouterr().out
+    assert out.endswith("rule: passes\n")
+    rows = {line.split(" | ")[1]: line for line in out.splitlines() if line.startswith("| debian")}
+    assert rows["masked"].endswith("| MAP |") and rows["plain"].endswith("| - |")
+
+    lever_reading.main(["--variant", "lever", *pairs])
+    assert capsys.readouterr().out.endswith("rule: fails\n")
+
+
+def test_a_variant_without_rows_is_refused(lever_reading, tmp_path):
+    """A misspelt variant name reads no row: refused, not an empty table that "passes"."""
+    variant, pairs = _debian_default_and_variant(tmp_path)
+    _write(tmp_path / "variant.jsonl", variant)
+    with pytest.raises(SystemExit, match="No rows of 'levers'"):
+        lever_reading.main(["--variant", "levers", *pairs])
