@@ -15,13 +15,21 @@ def lever_reading():
         yield module
 
 
-def test_the_quality_page_quotes_the_rows_the_results_give(lever_reading, monkeypatch, capsys):
-    """Every row of the attention-dropout confirmation, dev and test, is on docs/quality.md as the
-    results files give it: a changed results file or a hand-edited cell fails here."""
+@pytest.mark.parametrize(
+    "reading",
+    [
+        ["--variant", "attention dropout off"],
+        ["--variant", "mnrl objective", "--train-seeds", "1", "--gains", "3"],
+    ],
+    ids=["attention dropout confirmation", "mnrl screen"],
+)
+def test_the_quality_page_quotes_the_rows_the_results_give(lever_reading, reading, monkeypatch, capsys):
+    """Every row of a lever's reading on docs/quality.md, dev and test, is there as the results
+    files give it: a changed results file or a hand-edited cell fails here."""
     monkeypatch.chdir(REPO_ROOT)
     page = (REPO_ROOT / "docs" / "quality.md").read_text(encoding="utf-8")
     for split in ("dev", "test"):
-        lever_reading.main(["--variant", "attention dropout off", "--split", split])
+        lever_reading.main([*reading, "--split", split])
         rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| ")]
         assert len(rows) == 1 + 3 * 2  # the header, then three domains of two views
         for row in rows:
