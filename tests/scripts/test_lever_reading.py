@@ -20,8 +20,9 @@ def lever_reading():
     [
         ["--variant", "attention dropout off"],
         ["--variant", "mnrl objective", "--train-seeds", "1", "--gains", "3"],
+        ["--variant", "teacher temperature 0.25", "--train-seeds", "1", "--gains", "3"],
     ],
-    ids=["attention dropout confirmation", "mnrl screen"],
+    ids=["attention dropout confirmation", "mnrl screen", "teacher temperature screen"],
 )
 def test_the_quality_page_quotes_the_rows_the_results_give(lever_reading, reading, monkeypatch, capsys):
     """Every row of a lever's reading on docs/quality.md, dev and test, is there as the results
