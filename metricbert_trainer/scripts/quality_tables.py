@@ -256,15 +256,17 @@ def encoder_scorers(
     models_dir: Path,
     views: dict[str, Catalog],
     models: Sequence[str] = (TRAINED,),
+    *,
+    with_start: bool = True,
 ) -> Iterator[tuple[str, int | None, str, EncoderScorer]]:
-    """(model, training seed, view, scorer): the zero-shot start's, then each trained model's (the
-    default recipe's and the variants' among ``models``), all at the recipe's ``max_length``.
-    Models load one at a time, as they are reached."""
+    """(model, training seed, view, scorer): the zero-shot start's (unless ``with_start`` is
+    false), then each trained model's (the default recipe's and the variants' among ``models``),
+    all at the recipe's ``max_length``. Models load one at a time, as they are reached."""
     start = resolve_model_name(spec.model)
     tokenizer = AutoTokenizer.from_pretrained(start)
     plain = views["plain"]
     max_length = data_driven_max_length(tokenizer, {field: plain.texts(field) for field in plain.fields})
-    encoders = [(ZERO_SHOT, None, lambda: (load_masked_lm(start), tokenizer))]
+    encoders = [(ZERO_SHOT, None, lambda: (load_masked_lm(start), tokenizer))] if with_start else []
     encoders += [
         (
             model,
@@ -295,12 +297,15 @@ def encoder_rows(
     models_dir: Path,
     models: Sequence[str] = (TRAINED,),
     views: Sequence[str] = VIEWS,
+    *,
+    with_start: bool = True,
 ) -> Iterator[dict]:
     """Each encoder's rows (``encoder_scorers``) on ``views``, under each ranking of ``ranked_as``."""
     catalogs = catalog_views(benchmark)
     annotations = split_annotations(benchmark, catalogs["plain"])
     views = {view: catalogs[view] for view in views}
-    for name, seed, view, scorer in encoder_scorers(spec, benchmark, models_dir, views, models):
+    scorers = encoder_scorers(spec, benchmark, models_dir, views, models, with_start=with_start)
+    for name, seed, view, scorer in scorers:
         catalog = {view: views[view]}
         rankings = [scorer, with_tfidf(scorer)]
         if DEFAULT_NEIGHBOURS:
@@ -561,13 +566,41 @@ def start_key(row: dict) -> tuple[str, str, str, str]:
     return row["benchmark"], row["split"], row["view"], ranking_of(row["model"])
 
 
+def holds_start_rows(rows: Iterable[dict], benchmark: Benchmark, views: Sequence[str]) -> bool:
+    """Whether ``rows`` hold every row of the zero-shot start that ranking ``benchmark`` on
+    ``views`` writes: each split, each ranking of ``ranked_as``."""
+    held = {
+        (row["benchmark"], row["view"], row["split"], row["model"])
+        for row in rows
+        if row["train_seed"] is None
+    }
+    return all(
+        (benchmark.name, view, split, name) in held
+        for view in views
+        for split in benchmark.annotations
+        for name in ranked_as(ZERO_SHOT)
+    )
+
+
 def ranked_rows(spec: QualitySpec, options: argparse.Namespace, kept: list[dict]) -> list[dict]:
     """The results file's rows after this run: those of ``kept`` that it does not recompute, then
-    TF-IDF's and, unless ``--tfidf-only``, the ranked encoders' (training what is missing)."""
+    TF-IDF's and, unless ``--tfidf-only``, the ranked encoders' (training what is missing).
+
+    A run of variants alone keeps the zero-shot start's rows the file holds: they are the rows the
+    default's tables share, and encoding the start again on another CPU changes some of them in
+    the fourth decimal (another kernel's rounding), which would part a lever's tables from the
+    tables it is read against. The start is ranked again when the run ranks the default recipe,
+    ranks the untrained scorers alone (no training seed) or finds any of its rows missing."""
     chosen = [
         benchmark for benchmark in spec.benchmarks if not options.only or benchmark.name in options.only
     ]
     names = {benchmark.name for benchmark in chosen}
+    variants_alone = TRAINED not in options.models and bool(spec.train_seeds)
+    start_kept = {
+        benchmark.name
+        for benchmark in chosen
+        if variants_alone and holds_start_rows(kept, benchmark, options.views)
+    }
 
     ranked = {TFIDF, ZERO_SHOT, *options.models}
 
@@ -575,6 +608,8 @@ def ranked_rows(spec: QualitySpec, options: argparse.Namespace, kept: list[dict]
         """Whether this run writes the row anew: a trained model's rows of the other training
         seeds stay (seeds trained by separate calls add up)."""
         model = encoder_of(row["model"])
+        if model == ZERO_SHOT and row["benchmark"] in start_kept:
+            return False
         encoder = not options.tfidf_only and model in ranked and row["view"] in options.views
         this_seed = row["train_seed"] is None or row["train_seed"] in spec.train_seeds
         return row["benchmark"] in names and (model == TFIDF or (encoder and this_seed))
@@ -589,7 +624,14 @@ def ranked_rows(spec: QualitySpec, options: argparse.Namespace, kept: list[dict]
                 for seed in spec.train_seeds:
                     folder = model_folder(models_dir, benchmark, seed, model)
                     train_default(benchmark, seed, folder, options.threads, flags)
-            rows += encoder_rows(spec, benchmark, models_dir, options.models, options.views)
+            rows += encoder_rows(
+                spec,
+                benchmark,
+                models_dir,
+                options.models,
+                options.views,
+                with_start=benchmark.name not in start_kept,
+            )
     return rows
 
 
