@@ -74,9 +74,13 @@ def reading(options: argparse.Namespace) -> tuple[list[str], bool]:
     for variant_results, default_results in options.pairs:
         # (benchmark, split, view, model) -> metric -> the values over training seeds.
         variants = summarise(of_seeds(read_rows(Path(variant_results)), options.train_seeds), trained=())
+        # The spreads are over every training seed of the default; a screen reads its side of the
+        # default from the screened seeds alone, a confirmation from every seed (the same summary).
         default_rows = read_rows(Path(default_results))
-        defaults = summarise(of_seeds(default_rows, options.train_seeds), trained=())
         spreads_over = summarise(default_rows, trained=())
+        defaults = spreads_over
+        if options.train_seeds is not None:
+            defaults = summarise(of_seeds(default_rows, options.train_seeds), trained=())
         benchmarks = dict.fromkeys(benchmark for benchmark, _, _, model in variants if model == variant_name)
         for benchmark in benchmarks:
             for view in VIEWS:
