@@ -73,15 +73,25 @@ def short_run(model_path: str, output_dir: Path) -> list[str]:
 
 
 def train_wines(
-    config: str, model_path: str, output_dir: Path, *extra: str, launcher: Path | None = None
+    config: str,
+    model_path: str,
+    output_dir: Path,
+    *extra: str,
+    launcher: Path | None = None,
+    final_ranking: bool = False,
+    plot: bool = False,
 ) -> subprocess.CompletedProcess:
     """The wines recipe for 4 steps of 2 x 8 items, a checkpoint every 2 steps; started through
-    ``launcher`` (a script taking the recipe and its arguments) when one is given."""
+    ``launcher`` (a script taking the recipe and its arguments) when one is given. The final
+    ranking of the 5,810 wines and the projection plot run only when asked (``final_ranking``,
+    ``plot``): about 10 s of each launch on 2 Zen 3 cores, and they change no weight."""
     recipe = ("recipes/train_wines.py",) if launcher is None else (launcher, "recipes/train_wines.py")
+    skipped = flags(**({} if final_ranking else {"annotations": ""}), **({} if plot else {"plot_column": ""}))
     return launch(
         config,
         *recipe,
         *short_run(model_path, output_dir),
+        *skipped,
         *flags(
             logging_steps=1,
             save_strategy="steps",
@@ -138,23 +148,77 @@ def consolidate(checkpoint: Path, destination: Path) -> None:
 def ddp_run(tmp_path_factory, tiny_model_path) -> Path:
     """The uninterrupted two-process DDP run every other run is compared with."""
     output_dir = tmp_path_factory.mktemp("ddp") / "run"
-    train_wines("cpu.yaml", tiny_model_path, output_dir)
+    train_wines("cpu.yaml", tiny_model_path, output_dir, final_ranking=True, plot=True)
     return output_dir
 
 
-def test_cross_device_mining_trains_like_one_process_on_the_whole_batch(
-    tmp_path, tiny_model_path, wide_encoder_path
-):
-    output = tmp_path / "equivalence.json"
-    launch(
-        "cpu.yaml",
-        MULTIPROCESS_SCRIPTS / "gathered_batch_equivalence.py",
-        tiny_model_path,
-        str(WINES_CSV),
-        str(output),
-        wide_encoder_path,
-    )
-    results = json.loads(output.read_text())
+# The checks of multiprocess/'s scripts that need no recipe: run in one launch (in_one_launch.py),
+# each writing into a folder of its own, in this order (the two that trace memory last, since
+# tracing slows every allocation after it).
+ONE_LAUNCH_CHECKS = (
+    "node_shared_cache",
+    "conditional_statistics",
+    "listed_in_shares",
+    "shared_tokenizing",
+    "shared_encoding",
+    "gathered_batch_equivalence",
+    "first_process_ranking",
+    "cache_only_encoding",
+)
+# The synthetic catalog of the two memory checks: both views of 20,000 items in float32 are 39 MiB.
+MEMORY_CHECK_ITEMS = 20_000
+
+
+def tokenizing_texts() -> list[str]:
+    """2,001 texts (shares of 1,000 and 1,001), of 1 to 60 words: some longer than 32 tokens."""
+    words = "oak cherry tannin plum citrus mineral spice vanilla smoke berry".split()
+    return [" ".join(words[(row + word) % 10] for word in range(1 + row * 7 % 60)) for row in range(2001)]
+
+
+@pytest.fixture(scope="module")
+def one_launch(tmp_path_factory, tiny_model_path, wide_encoder_path, minilm_path, tokenizer):
+    """``ONE_LAUNCH_CHECKS`` run by one two-process launch: each check's folder by name, and the
+    launch's result (its log)."""
+    root = tmp_path_factory.mktemp("one-launch")
+    folders = {name: root / name for name in ONE_LAUNCH_CHECKS}
+    for folder in folders.values():
+        folder.mkdir()
+    (folders["shared_tokenizing"] / "texts.json").write_text(json.dumps(tokenizing_texts()), encoding="utf-8")
+    # A bare encoder whose vectors outweigh what a call allocates besides them (the memory checks).
+    wide = save_wide_encoder(root / "encoder-256", tokenizer, seed=0, hidden_size=256)
+    arguments = {
+        "node_shared_cache": [tiny_model_path, str(WINES_CSV), str(folders["node_shared_cache"])],
+        "conditional_statistics": [str(folders["conditional_statistics"])],
+        "listed_in_shares": [str(folders["listed_in_shares"])],
+        "shared_tokenizing": [
+            minilm_path,
+            str(folders["shared_tokenizing"] / "texts.json"),
+            str(folders["shared_tokenizing"]),
+        ],
+        "shared_encoding": [tiny_model_path, str(WINES_CSV), str(folders["shared_encoding"] / "result.json")],
+        "gathered_batch_equivalence": [
+            tiny_model_path,
+            str(WINES_CSV),
+            str(folders["gathered_batch_equivalence"] / "result.json"),
+            wide_encoder_path,
+        ],
+        "first_process_ranking": [wide, str(MEMORY_CHECK_ITEMS), str(folders["first_process_ranking"])],
+        "cache_only_encoding": [wide, str(MEMORY_CHECK_ITEMS), str(folders["cache_only_encoding"])],
+    }
+    plan = root / "plan.json"
+    plan.write_text(json.dumps([[f"{name}.py", arguments[name]] for name in ONE_LAUNCH_CHECKS]))
+    result = launch("cpu.yaml", MULTIPROCESS_SCRIPTS / "in_one_launch.py", str(plan))
+    return folders, result
+
+
+def ranks_written(folder: Path) -> list[dict]:
+    """What each of the two processes wrote (``rank0.json``, ``rank1.json``)."""
+    return [json.loads((folder / f"rank{rank}.json").read_text()) for rank in (0, 1)]
+
+
+def test_cross_device_mining_trains_like_one_process_on_the_whole_batch(one_launch):
+    folders, _ = one_launch
+    results = json.loads((folders["gathered_batch_equivalence"] / "result.json").read_text())
     assert results.pop("world_size") == 2
     control = results.pop("local_mining")
     # 8 items' titles and descriptions, encoded half by each process and gathered by both.
@@ -170,12 +234,9 @@ def test_cross_device_mining_trains_like_one_process_on_the_whole_batch(
     assert control["max_gradient_difference"] > 1e-2 * control["gradient_scale"]
 
 
-def test_processes_share_the_encoding_and_all_get_every_vector(tmp_path, tiny_model_path):
-    output = tmp_path / "encoding.json"
-    launch(
-        "cpu.yaml", MULTIPROCESS_SCRIPTS / "shared_encoding.py", tiny_model_path, str(WINES_CSV), str(output)
-    )
-    result = json.loads(output.read_text())
+def test_processes_share_the_encoding_and_all_get_every_vector(one_launch):
+    folders, _ = one_launch
+    result = json.loads((folders["shared_encoding"] / "result.json").read_text())
     assert result["processes"] == 2 and result["texts"] % 2 == 1
     assert result["max_difference"] < 1e-5
     # The float16 shares land in their rows too: each value within one float16 step of the single
@@ -183,18 +244,12 @@ def test_processes_share_the_encoding_and_all_get_every_vector(tmp_path, tiny_mo
     assert result["float16"] == "float16" and result["float16_max_steps"] <= 1
 
 
-def test_a_machines_processes_hold_one_copy_of_the_guides_cache(tmp_path, tiny_model_path):
+def test_a_machines_processes_hold_one_copy_of_the_guides_cache(one_launch):
     """Each process held the whole guide's cache; now the processes of a machine map one file of
     /dev/shm, removed once they all have it (nothing left behind), filled with the vectors one
     process encodes alone. Without the shared memory's folder each keeps its own, and writes it."""
-    launch(
-        "cpu.yaml",
-        MULTIPROCESS_SCRIPTS / "node_shared_cache.py",
-        tiny_model_path,
-        str(WINES_CSV),
-        str(tmp_path),
-    )
-    ranks = [json.loads((tmp_path / f"rank{rank}.json").read_text()) for rank in (0, 1)]
+    folders, _ = one_launch
+    ranks = ranks_written(folders["node_shared_cache"])
     assert all(rank["processes"] == 2 and rank["sharers"] == 2 for rank in ranks)
     maps = [rank["maps"] for rank in ranks]
     assert len(maps[0]) == 1 and maps[0] == maps[1] and maps[0][0].endswith(" (deleted)")
@@ -203,8 +258,8 @@ def test_a_machines_processes_hold_one_copy_of_the_guides_cache(tmp_path, tiny_m
     assert all(rank["fallback_sharers"] == 1 and rank["fallback_writer"] for rank in ranks)
 
 
-def test_statistics_only_some_processes_recorded_are_averaged_by_name(tmp_path):
-    launch("cpu.yaml", MULTIPROCESS_SCRIPTS / "conditional_statistics.py", str(tmp_path))
+def test_statistics_only_some_processes_recorded_are_averaged_by_name(one_launch):
+    folders, _ = one_launch
     expected = [
         {
             "triplet_loss": 2.0,
@@ -215,18 +270,17 @@ def test_statistics_only_some_processes_recorded_are_averaged_by_name(tmp_path):
         {"triplet_loss": 2.0},
         {},
     ]
-    for rank in (0, 1):
-        assert json.loads((tmp_path / f"rank{rank}.json").read_text()) == expected
+    assert ranks_written(folders["conditional_statistics"]) == [expected, expected]
 
 
-def test_each_process_lists_its_share_and_every_process_gets_the_whole_catalogs_lists(tmp_path):
+def test_each_process_lists_its_share_and_every_process_gets_the_whole_catalogs_lists(one_launch):
     """The batches' neighbour lists and the teacher's are listed a share per process and gathered:
     each process lists a disjoint half of the rows, and both end with the lists one process lists
     alone (exact search) or, where each process's own lists differ, with one and the same lists."""
     from metricbert_trainer.metricbert.neighbourhood_batches import nearest_neighbours
 
-    launch("cpu.yaml", MULTIPROCESS_SCRIPTS / "listed_in_shares.py", str(tmp_path))
-    ranks = [json.loads((tmp_path / f"rank{rank}.json").read_text()) for rank in (0, 1)]
+    folders, _ = one_launch
+    ranks = ranks_written(folders["listed_in_shares"])
     shares = [rank["listed"] for rank in ranks]
     items = len(ranks[0]["vectors"])
     assert all(len(share) == 1 for share in shares)  # each process listed once
@@ -241,9 +295,7 @@ def test_each_process_lists_its_share_and_every_process_gets_the_whole_catalogs_
     assert ranks[0]["own"][0][0] == 0 and ranks[0]["own"][-1][0] == 1000 + items - 1
 
 
-def test_processes_tokenize_a_share_of_the_catalog_each_and_all_receive_the_whole(
-    tmp_path, tokenizer, minilm_path
-):
+def test_processes_tokenize_a_share_of_the_catalog_each_and_all_receive_the_whole(one_launch, tokenizer):
     """Every process of a launched training tokenized every catalog text, and every process of a
     shared encoding counted every text's tokens to order them: about 19 minutes each, however many
     processes, for the 20 million texts of ten million wine items. Each now takes a share, and all
@@ -253,21 +305,12 @@ def test_processes_tokenize_a_share_of_the_catalog_each_and_all_receive_the_whol
     from metricbert_trainer.data.token_rows import TokenRows
     from metricbert_trainer.evaluation.encoding import longest_first
 
-    words = "oak cherry tannin plum citrus mineral spice vanilla smoke berry".split()
-    # An odd count (shares of 1,000 and 1,001 texts), lengths from 1 to 60 words: some truncated.
-    texts = [" ".join(words[(row + word) % 10] for word in range(1 + row * 7 % 60)) for row in range(2001)]
-    (tmp_path / "texts.json").write_text(json.dumps(texts), encoding="utf-8")
-    launch(
-        "cpu.yaml",
-        MULTIPROCESS_SCRIPTS / "shared_tokenizing.py",
-        str(minilm_path),
-        str(tmp_path / "texts.json"),
-        str(tmp_path),
-    )
+    folders, _ = one_launch
+    texts = tokenizing_texts()
     alone = TokenRows.tokenize(tokenizer, texts, 32)
     assert (alone.lengths == 32).sum() > 100 and alone.lengths.min() < 10
     for rank in (0, 1):
-        with np.load(tmp_path / f"rank{rank}.npz") as received:
+        with np.load(folders["shared_tokenizing"] / f"rank{rank}.npz") as received:
             for ids, offsets in (("ids", "offsets"), ("pieces_ids", "pieces_offsets")):
                 assert received[ids].dtype == alone.ids.dtype
                 np.testing.assert_array_equal(received[ids], alone.ids)
@@ -312,7 +355,7 @@ def test_encode_shares_the_catalog_among_processes_and_writes_one_cache(files, t
                 np.testing.assert_array_equal(both[name], alone[name])
 
 
-def test_a_launch_that_only_writes_the_cache_leaves_the_vectors_with_process_0(tmp_path, tokenizer):
+def test_a_launch_that_only_writes_the_cache_leaves_the_vectors_with_process_0(one_launch, tokenizer):
     """Every process of ``metricbert encode`` received every vector, and read a matching or an
     earlier cache whole: 31 GB each for ten million MiniLM items. Now process 0 alone holds them,
     and no process reads a cache that matches; the cache is the one a single process writes, after
@@ -326,12 +369,9 @@ def test_a_launch_that_only_writes_the_cache_leaves_the_vectors_with_process_0(t
     from metricbert_trainer.evaluation.embedding_cache import digest_matrix, text_digests
     from metricbert_trainer.evaluation.encoding import encode_texts
 
-    model_path = save_wide_encoder(tmp_path / "encoder", tokenizer, seed=0, hidden_size=256)
-    items = 20_000
-    result = launch(
-        "cpu.yaml", MULTIPROCESS_SCRIPTS / "cache_only_encoding.py", model_path, str(items), str(tmp_path)
-    )
-    ranks = [json.loads((tmp_path / f"rank{rank}.json").read_text()) for rank in (0, 1)]
+    folders, result = one_launch
+    folder, items = folders["cache_only_encoding"], MEMORY_CHECK_ITEMS
+    ranks = ranks_written(folder)
     assert all(rank["processes"] == 2 for rank in ranks)
     vectors_bytes = 2 * items * 256 * 4  # both views in float32: 39 MiB
     first, second = (rank["calls"] for rank in ranks)
@@ -350,34 +390,28 @@ def test_a_launch_that_only_writes_the_cache_leaves_the_vectors_with_process_0(t
     assert second["matching"]["texts_tokenized"] == 0
     assert result.stderr.count("39800 of 40000 texts read back, 200 distinct texts encoded") == 1
     assert result.stderr.count("Cannot read the embedding cache") == 1  # process 0 alone read it
-    model = AutoModel.from_pretrained(model_path)
+    model = AutoModel.from_pretrained(folder.parent / "encoder-256")
     sample = np.random.default_rng(0).choice(items, 200, replace=False)
     for call in ("fresh", "updated", "damaged"):
-        views = json.loads((tmp_path / f"{call}.json").read_text())
-        with np.load(tmp_path / f"{call}.npz") as cache:
+        views = json.loads((folder / f"{call}.json").read_text())
+        with np.load(folder / f"{call}.npz") as cache:
             for name, texts in views.items():
                 rows = sample if len(texts) == items else np.arange(len(texts))
                 alone = encode_texts(model, tokenizer, [texts[row] for row in rows], max_length=16)
                 np.testing.assert_allclose(cache[f"view:{name}"][rows], alone, atol=1e-5)
                 np.testing.assert_array_equal(cache[f"digest:{name}"], digest_matrix(text_digests(texts)))
-    assert (tmp_path / "matching.npz").read_bytes() == (tmp_path / "fresh.npz").read_bytes()
+    assert (folder / "matching.npz").read_bytes() == (folder / "fresh.npz").read_bytes()
 
 
-def test_the_training_evaluation_ranks_on_process_0_alone_and_every_process_gets_its_metrics(
-    tmp_path, tokenizer
-):
+def test_the_training_evaluation_ranks_on_process_0_alone_and_every_process_gets_its_metrics(one_launch):
     """Every process of a training evaluation received the catalog's vectors and ranked it from
     every seed: at a million items 3 GB of MiniLM vectors, as much again scaled and 2 GB of rows
     for 500 seeds, in each process. Now process 0 alone does, and the others take its metrics."""
-    model_path = save_wide_encoder(tmp_path / "encoder", tokenizer, seed=0, hidden_size=256)
-    items = 20_000
-    launch(
-        "cpu.yaml", MULTIPROCESS_SCRIPTS / "first_process_ranking.py", model_path, str(items), str(tmp_path)
-    )
-    first, second = (json.loads((tmp_path / f"rank{rank}.json").read_text()) for rank in (0, 1))
+    folders, _ = one_launch
+    first, second = ranks_written(folders["first_process_ranking"])
     assert first["processes"] == 2 and first["metrics"] == second["metrics"]
     assert {"mpr", "mrr", "hr@10", "map"} <= first["metrics"].keys()
-    vectors_bytes = 2 * items * 256 * 4  # both views in float32: 39 MiB
+    vectors_bytes = 2 * MEMORY_CHECK_ITEMS * 256 * 4
     assert first["peak"] > vectors_bytes and second["peak"] < vectors_bytes / 2
 
 
@@ -472,8 +506,10 @@ def test_zero3_warms_the_partitioned_head_up_as_ddp_does_and_consolidates(
     (1e-3 a step), so a head left cold misses the tolerance by far (5.7e-3 against 8.4e-7 when written back).
     Its partitioned checkpoint consolidates into an ordinary, complete model folder."""
     output_dir = tmp_path / "zero3"
-    result = train_wines("zero3.yaml", tiny_model_path, output_dir, *WHOLE_OBJECTIVE)
+    # The final ranking of a partitioned model, on process 0 alone: a path of ZeRO-3's own.
+    result = train_wines("zero3.yaml", tiny_model_path, output_dir, *WHOLE_OBJECTIVE, final_ranking=True)
     assert "MLM-head warm-up, 2 steps" in result.stderr
+    assert 0 < json.loads((output_dir / "eval_results.json").read_text())["eval_mpr"] <= 100
     # Both lists were listed a share per process (the rest of the lists' test is the one above).
     for listed in ("Shared neighbours: the teacher's 5 nearest items of each of 48", "Neighbourhood batches"):
         line = next(line for line in result.stderr.splitlines() if listed in line)

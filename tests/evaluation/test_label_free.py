@@ -74,12 +74,12 @@ def test_the_user_is_told_how_the_label_free_signals_moved(caplog):
 
 
 def test_generic_recipe_holds_items_out_and_logs_the_signals_at_start_and_end(tmp_path, tiny_model_path):
-    from conftest import QUICK_RUN, REPO_ROOT, flags
+    from conftest import QUICK_METRICBERT_RUN, REPO_ROOT, flags
 
     from metricbert_trainer.scripts.train import main as recipe_main
 
     debian = REPO_ROOT / "data" / "debian"
-    quick = {**QUICK_RUN}
+    quick = {**QUICK_METRICBERT_RUN}
     del quick["max_train_items"]  # every item but the held-out ones
     run = recipe_main(
         flags(

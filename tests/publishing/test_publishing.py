@@ -93,6 +93,7 @@ def published(tmp_path_factory, tiny_model_path):
                 output_dir=output_dir,
                 max_train_items=64,
                 max_steps=4,
+                mlm_head_warmup_steps=2,
                 per_device_train_batch_size=16,
                 logging_steps=1,
                 save_strategy="steps",

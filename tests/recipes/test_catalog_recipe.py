@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from conftest import (
-    QUICK_RUN,
+    QUICK_METRICBERT_RUN,
     REPO_ROOT,
     VIDEO_GAMES_ANNOTATIONS,
     WINES_ANNOTATIONS,
@@ -59,7 +59,7 @@ def _quick(tmp_path, tiny_model_path, **options) -> list[str]:
             "output_dir": tmp_path / "run",
             "id_column": "sku",
             "learning_rate": "1e-4",
-            **QUICK_RUN,
+            **QUICK_METRICBERT_RUN,
             **options,
         }
     )
@@ -221,6 +221,7 @@ def test_video_games_recipe_trains_and_evaluates_on_a_catalog_in_the_benchmark_f
             logging_steps=2,
             per_device_train_batch_size=16,
             max_length=64,
+            mlm_head_warmup_steps=2,
         ),
     )
     result = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=600)

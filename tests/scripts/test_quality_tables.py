@@ -289,7 +289,7 @@ def test_the_command_trains_each_seed_once_ranks_every_view_and_split_and_reuses
                 "recipe": [
                     "recipes/train_wines.py",
                     *flags(model_name_or_path=tiny_model_path, catalog=files / "wines.csv", **QUICK_RUN),
-                    *flags(mlm_head_warmup_steps=0, max_length=32, report_to="none"),
+                    *flags(mlm_head_warmup_steps=0, max_length=32, report_to="none", plot_column=""),
                 ],
             }
         },

@@ -10,7 +10,7 @@ import struct
 from pathlib import Path
 
 import pytest
-from conftest import QUICK_RUN, REPO_ROOT, WINES_ANNOTATIONS, WINES_CSV, flags
+from conftest import QUICK_METRICBERT_RUN, REPO_ROOT, WINES_ANNOTATIONS, WINES_CSV, flags
 
 from metricbert_trainer.scripts.train import main as recipe_main
 
@@ -30,7 +30,7 @@ def reported_run(tiny_model_path, tmp_path_factory):
     except ImportError:
         wandb = None
     folder = tmp_path_factory.mktemp("report-to")
-    options = QUICK_RUN | {"logging_steps": 1, "eval_strategy": "steps", "eval_steps": 2}
+    options = QUICK_METRICBERT_RUN | {"logging_steps": 1, "eval_strategy": "steps", "eval_steps": 2}
     with pytest.MonkeyPatch.context() as environment:
         environment.setenv("WANDB_MODE", "offline")
         environment.setenv("WANDB_DIR", str(folder))

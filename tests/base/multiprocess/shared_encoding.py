@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from unittest import mock
 
 import numpy as np
 import torch
@@ -29,12 +30,13 @@ def main(model_path: str, catalog_path: str, output_path: str) -> None:
     texts = load_catalog(catalog_path).texts("description")[:37]
     # Shares of 19 and 18 texts gathered 5 rows at a time: the last piece is short, and the shorter
     # share's padding row falls in it.
-    encoding.GATHER_ROWS = 5
-    shared = encode_texts(model, tokenizer, texts, batch_size=4, across_processes=True)
-    alone = encode_texts(model, tokenizer, texts, batch_size=4)
-    # In float16 (the guide's cache), each gathered piece cast as it lands in its rows: every value
-    # the single process's, rounded, give or take the one step a 1e-6 difference can flip.
-    halved = encode_texts(model, tokenizer, texts, batch_size=4, across_processes=True, dtype=np.float16)
+    # (Set for this check alone: the launch may run other checks after it, in_one_launch.py.)
+    with mock.patch.object(encoding, "GATHER_ROWS", 5):
+        shared = encode_texts(model, tokenizer, texts, batch_size=4, across_processes=True)
+        alone = encode_texts(model, tokenizer, texts, batch_size=4)
+        # In float16 (the guide's cache), each gathered piece cast as it lands in its rows: every
+        # value the single process's, rounded, give or take the one step a 1e-6 difference can flip.
+        halved = encode_texts(model, tokenizer, texts, batch_size=4, across_processes=True, dtype=np.float16)
     rounded = alone.astype(np.float16)
     steps = np.abs(halved.astype(np.float32) - rounded) / np.spacing(np.abs(rounded)).astype(np.float32)
     difference = torch.tensor([float(np.abs(shared - alone).max()), float(steps.max())])
