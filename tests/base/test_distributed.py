@@ -18,6 +18,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -177,8 +178,9 @@ def tokenizing_texts() -> list[str]:
 
 @pytest.fixture(scope="module")
 def one_launch(tmp_path_factory, tiny_model_path, wide_encoder_path, minilm_path, tokenizer):
-    """``ONE_LAUNCH_CHECKS`` run by one two-process launch: each check's folder by name, and the
-    launch's result (its log)."""
+    """``ONE_LAUNCH_CHECKS`` run by one two-process launch: each check's folder by name
+    (``folders``), the launch's result with its log (``result``) and the 256-wide encoder the memory
+    checks encode with (``memory_encoder``)."""
     root = tmp_path_factory.mktemp("one-launch")
     folders = {name: root / name for name in ONE_LAUNCH_CHECKS}
     for folder in folders.values():
@@ -208,7 +210,7 @@ def one_launch(tmp_path_factory, tiny_model_path, wide_encoder_path, minilm_path
     plan = root / "plan.json"
     plan.write_text(json.dumps([[f"{name}.py", arguments[name]] for name in ONE_LAUNCH_CHECKS]))
     result = launch("cpu.yaml", MULTIPROCESS_SCRIPTS / "in_one_launch.py", str(plan))
-    return folders, result
+    return SimpleNamespace(folders=folders, result=result, memory_encoder=wide)
 
 
 def ranks_written(folder: Path) -> list[dict]:
@@ -217,7 +219,7 @@ def ranks_written(folder: Path) -> list[dict]:
 
 
 def test_cross_device_mining_trains_like_one_process_on_the_whole_batch(one_launch):
-    folders, _ = one_launch
+    folders = one_launch.folders
     results = json.loads((folders["gathered_batch_equivalence"] / "result.json").read_text())
     assert results.pop("world_size") == 2
     control = results.pop("local_mining")
@@ -235,7 +237,7 @@ def test_cross_device_mining_trains_like_one_process_on_the_whole_batch(one_laun
 
 
 def test_processes_share_the_encoding_and_all_get_every_vector(one_launch):
-    folders, _ = one_launch
+    folders = one_launch.folders
     result = json.loads((folders["shared_encoding"] / "result.json").read_text())
     assert result["processes"] == 2 and result["texts"] % 2 == 1
     assert result["max_difference"] < 1e-5
@@ -248,7 +250,7 @@ def test_a_machines_processes_hold_one_copy_of_the_guides_cache(one_launch):
     """Each process held the whole guide's cache; now the processes of a machine map one file of
     /dev/shm, removed once they all have it (nothing left behind), filled with the vectors one
     process encodes alone. Without the shared memory's folder each keeps its own, and writes it."""
-    folders, _ = one_launch
+    folders = one_launch.folders
     ranks = ranks_written(folders["node_shared_cache"])
     assert all(rank["processes"] == 2 and rank["sharers"] == 2 for rank in ranks)
     maps = [rank["maps"] for rank in ranks]
@@ -259,7 +261,7 @@ def test_a_machines_processes_hold_one_copy_of_the_guides_cache(one_launch):
 
 
 def test_statistics_only_some_processes_recorded_are_averaged_by_name(one_launch):
-    folders, _ = one_launch
+    folders = one_launch.folders
     expected = [
         {
             "triplet_loss": 2.0,
@@ -279,7 +281,7 @@ def test_each_process_lists_its_share_and_every_process_gets_the_whole_catalogs_
     alone (exact search) or, where each process's own lists differ, with one and the same lists."""
     from metricbert_trainer.metricbert.neighbourhood_batches import nearest_neighbours
 
-    folders, _ = one_launch
+    folders = one_launch.folders
     ranks = ranks_written(folders["listed_in_shares"])
     shares = [rank["listed"] for rank in ranks]
     items = len(ranks[0]["vectors"])
@@ -305,7 +307,7 @@ def test_processes_tokenize_a_share_of_the_catalog_each_and_all_receive_the_whol
     from metricbert_trainer.data.token_rows import TokenRows
     from metricbert_trainer.evaluation.encoding import longest_first
 
-    folders, _ = one_launch
+    folders = one_launch.folders
     texts = tokenizing_texts()
     alone = TokenRows.tokenize(tokenizer, texts, 32)
     assert (alone.lengths == 32).sum() > 100 and alone.lengths.min() < 10
@@ -369,8 +371,7 @@ def test_a_launch_that_only_writes_the_cache_leaves_the_vectors_with_process_0(o
     from metricbert_trainer.evaluation.embedding_cache import digest_matrix, text_digests
     from metricbert_trainer.evaluation.encoding import encode_texts
 
-    folders, result = one_launch
-    folder, items = folders["cache_only_encoding"], MEMORY_CHECK_ITEMS
+    folder, items = one_launch.folders["cache_only_encoding"], MEMORY_CHECK_ITEMS
     ranks = ranks_written(folder)
     assert all(rank["processes"] == 2 for rank in ranks)
     vectors_bytes = 2 * items * 256 * 4  # both views in float32: 39 MiB
@@ -388,9 +389,9 @@ def test_a_launch_that_only_writes_the_cache_leaves_the_vectors_with_process_0(o
     texts = 2 * items
     assert all(rank["fresh"]["texts_tokenized"] <= 1.1 * texts for rank in (first, second))
     assert second["matching"]["texts_tokenized"] == 0
-    assert result.stderr.count("39800 of 40000 texts read back, 200 distinct texts encoded") == 1
-    assert result.stderr.count("Cannot read the embedding cache") == 1  # process 0 alone read it
-    model = AutoModel.from_pretrained(folder.parent / "encoder-256")
+    assert one_launch.result.stderr.count("39800 of 40000 texts read back, 200 distinct texts encoded") == 1
+    assert one_launch.result.stderr.count("Cannot read the embedding cache") == 1  # process 0 alone read it
+    model = AutoModel.from_pretrained(one_launch.memory_encoder)
     sample = np.random.default_rng(0).choice(items, 200, replace=False)
     for call in ("fresh", "updated", "damaged"):
         views = json.loads((folder / f"{call}.json").read_text())
@@ -407,7 +408,7 @@ def test_the_training_evaluation_ranks_on_process_0_alone_and_every_process_gets
     """Every process of a training evaluation received the catalog's vectors and ranked it from
     every seed: at a million items 3 GB of MiniLM vectors, as much again scaled and 2 GB of rows
     for 500 seeds, in each process. Now process 0 alone does, and the others take its metrics."""
-    folders, _ = one_launch
+    folders = one_launch.folders
     first, second = ranks_written(folders["first_process_ranking"])
     assert first["processes"] == 2 and first["metrics"] == second["metrics"]
     assert {"mpr", "mrr", "hr@10", "map"} <= first["metrics"].keys()

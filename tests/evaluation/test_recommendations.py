@@ -60,12 +60,15 @@ def test_every_items_rows_are_the_rows_nearest_gives_it_in_any_chunking(wines_80
     # Asked one by one, the items at both ends of each chunk of 13 (a chunk's rows written from
     # the wrong offset, or one row short, shows there) and one inside each: 19 of the 80, each
     # query encoding the catalog anew.
-    asked = sorted({row for start in range(0, 80, 13) for row in (start, start + 6, start + 12) if row < 80})
+    items = len(wines_80)
+    asked = sorted(
+        {row for start in range(0, items, 13) for row in (start, start + 6, start + 12) if row < items}
+    )
     expected = each_items_nearest(scorer, wines_80, 5, asked)
     for chunk in (13, 80):
         table = pd.concat(recommendation_chunks(scorer, wines_80, 5, chunk=chunk), ignore_index=True)
         assert list(table.columns) == list(COLUMNS) and len(table) == 5 * len(wines_80)
-        assert list(table.id) == [wines_80.ids[item] for item in range(80) for _ in range(5)]
+        assert list(table.id) == [wines_80.ids[item] for item in range(items) for _ in range(5)]
         # The same neighbours; distances to float rounding (a model's products of 13 rows at once
         # and of one row round differently, which the fusion's standardisation carries on).
         rows = table[table.id.isin({wines_80.ids[item] for item in asked})].reset_index(drop=True)
