@@ -14,14 +14,16 @@ from metricbert_trainer.cli.options import (
     model_options,
     name_and_path,
     overwrite_options,
+    pools_table,
     ranking_scorer,
     report_header,
     results_table,
     write_json,
 )
 from metricbert_trainer.data.annotations import load_annotations
+from metricbert_trainer.data.graded_pools import is_pool_file, load_graded_pools
 from metricbert_trainer.data.output_files import check_new_file
-from metricbert_trainer.evaluation.evaluator import evaluate_scorer
+from metricbert_trainer.evaluation.evaluator import evaluate_scorer, score_pools
 from metricbert_trainer.evaluation.scorers import load_encoder
 
 
@@ -35,6 +37,19 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     evaluate.set_defaults(command=run)
 
 
+def per_pool(catalog, scores) -> list[dict]:
+    """Each pool's query id, facet and metrics, for paired comparisons of two rankings."""
+    return [
+        {
+            "query_id": catalog.ids[pool.query],
+            "facet": pool.facet,
+            "candidates": len(pool.candidates),
+            **{metric: round(float(values[number]), 4) for metric, values in scores.values.items()},
+        }
+        for number, pool in enumerate(scores.pools)
+    ]
+
+
 def run(args: argparse.Namespace) -> int:
     if args.output:
         check_new_file(
@@ -42,12 +57,19 @@ def run(args: argparse.Namespace) -> int:
         )
     check_caches(args)
     catalog = load_cli_catalog(args)
-    annotations = load_annotations(args.annotations, catalog, on_unmatched=args.on_unmatched)
+    pooled = is_pool_file(args.annotations)
+    load = load_graded_pools if pooled else load_annotations
+    annotations = load(args.annotations, catalog, on_unmatched=args.on_unmatched)
     name, path = name_and_path(args.model)
     model, tokenizer = load_encoder(path, device=args.device)
     scorer = ranking_scorer(args, model, tokenizer, name, cache_path=args.cache)
-    metrics = evaluate_scorer(scorer, catalog, annotations, ks=args.ks)
-    print(results_table([(scorer.name, metrics)], args.ks))
+    if pooled:
+        scores = score_pools(scorer, catalog, annotations)
+        metrics = scores.summary()
+        print(pools_table(scorer.name, scores))
+    else:
+        metrics = evaluate_scorer(scorer, catalog, annotations, ks=args.ks)
+        print(results_table([(scorer.name, metrics)], args.ks))
     if args.output:
         report = report_header(args, catalog, annotations, command_max_length(args, model, tokenizer)) | {
             "model": path,
@@ -61,5 +83,7 @@ def run(args: argparse.Namespace) -> int:
             else None,
             "metrics": metrics,
         }
+        if pooled:
+            report["per_pool"] = per_pool(catalog, scores)
         write_json(Path(args.output), report)
     return 0

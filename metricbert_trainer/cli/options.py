@@ -13,10 +13,12 @@ from pathlib import Path
 from metricbert_trainer.base.config import has_bf16_instructions
 from metricbert_trainer.data.annotations import ON_UNMATCHED, Annotations
 from metricbert_trainer.data.catalog import Catalog, load_catalog
+from metricbert_trainer.data.graded_pools import GradedPools
 from metricbert_trainer.evaluation.embedding_cache import check_cache_path
 from metricbert_trainer.evaluation.encoding import PRECISIONS
 from metricbert_trainer.evaluation.hybrid import DEFAULT_TFIDF_WEIGHT, with_tfidf
 from metricbert_trainer.evaluation.neighbours import CONCAT, METRIC_INF, mode_label
+from metricbert_trainer.evaluation.pool_metrics import POOL_METRICS, PoolScores, facet_metric
 from metricbert_trainer.evaluation.scorers import EncoderScorer, Scorer, recorded_max_length
 from metricbert_trainer.evaluation.shared_neighbours import (
     DEFAULT_NEIGHBOURS,
@@ -102,7 +104,9 @@ def annotation_options() -> argparse.ArgumentParser:
     parser.add_argument(
         "--annotations",
         required=True,
-        help="Annotated similar items: sommelier/proxy CSV or video-games JSON.",
+        help="Annotated similar items: sommelier/proxy CSV or video-games JSON; or expert judgments as "
+        "graded pools, each ranked on its own: JSON lines (query_id, facet, candidates, relevance) or "
+        "TREC qrels (.qrels); docs/evaluation.md.",
     )
     parser.add_argument(
         "--on-unmatched",
@@ -318,6 +322,30 @@ def results_cells(
     return ["Scorer", *headers], table
 
 
+def pools_table(label: str, scores: PoolScores) -> str:
+    """The metrics of graded pools: over all pools, then over each facet's, to two decimals."""
+    summary = scores.summary()
+    facets = list(dict.fromkeys(pool.facet for pool in scores.pools))
+    counts = {facet: sum(pool.facet == facet for pool in scores.pools) for facet in facets}
+    rows = [["all", str(len(scores.pools)), *(f"{summary[metric]:.2f}" for metric in POOL_METRICS)]]
+    if facets != [""]:
+        rows += [
+            [
+                facet,
+                str(counts[facet]),
+                *(f"{summary[facet_metric(facet, metric)]:.2f}" for metric in POOL_METRICS),
+            ]
+            for facet in facets
+        ]
+    rows = [[escape_markdown(cell) for cell in row[:1]] + row[1:] for row in rows]
+    headers = [
+        f"Pools ranked by {escape_markdown(label)}",
+        "pools",
+        *(metric_label(name) for name in POOL_METRICS),
+    ]
+    return markdown_table(headers, rows, align="lr" + "r" * len(POOL_METRICS))
+
+
 def load_cli_catalog(args: argparse.Namespace) -> Catalog:
     id_column = args.id_column or None  # --id-column "" numbers the rows
     return load_catalog(args.catalog, id_column=id_column, text_columns=args.text_columns)
@@ -332,15 +360,28 @@ def name_and_path(spec: str) -> tuple[str, str]:
 
 
 def report_header(
-    args: argparse.Namespace, catalog: Catalog, annotations: Annotations, max_length: int | None
+    args: argparse.Namespace,
+    catalog: Catalog,
+    annotations: Annotations | GradedPools,
+    max_length: int | None,
 ) -> dict:
     """What a results file records of its run; ``max_length`` the tokens kept per text, ``None``
     when each model keeps its own (``command_max_length``)."""
-    return {
+    header = {
         "catalog": args.catalog,
         "text_columns": list(catalog.fields),
         "num_items": len(catalog),
         "annotations": args.annotations,
+    }
+    if isinstance(annotations, GradedPools):
+        return header | {
+            "num_pools": len(annotations.pools),
+            "num_judgments": annotations.num_judgments,
+            "max_length": max_length,
+            "metric_definitions": "each pool ranked on its own: map (grade >= 2), ndcg%20, ndcg@10; "
+            "percent; per facet FACET_METRIC; see docs/evaluation.md",
+        }
+    return header | {
         "num_seeds": len(annotations.seeds),
         "num_pairs": annotations.num_pairs,
         "ks": list(args.ks),

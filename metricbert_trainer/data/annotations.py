@@ -132,11 +132,7 @@ def match_annotations(
             similar.setdefault(seed, {})[item] = None
 
     if unmatched:
-        listing = "; ".join(
-            f"{name} ({where})" for name, where in list(unmatched.items())[:_LISTED_UNMATCHED]
-        )
-        if len(unmatched) > _LISTED_UNMATCHED:
-            listing += f"; and {len(unmatched) - _LISTED_UNMATCHED} more"
+        listing = unmatched_listing(unmatched)
         if on_unmatched == "error":
             raise AnnotationError(
                 f"{source}: {len(unmatched)} annotated items match no item of the catalog {catalog.source} "
@@ -170,6 +166,14 @@ def match_annotations(
             f"{source}: none of its {total} pairs can be used with the catalog {catalog.source}."
         )
     return Annotations(similar={seed: tuple(items) for seed, items in similar.items()}, source=source)
+
+
+def unmatched_listing(unmatched: dict[str, str]) -> str:
+    """The first unmatched references (name -> where it stands) for a message, and how many more."""
+    listing = "; ".join(f"{name} ({where})" for name, where in list(unmatched.items())[:_LISTED_UNMATCHED])
+    if len(unmatched) > _LISTED_UNMATCHED:
+        listing += f"; and {len(unmatched) - _LISTED_UNMATCHED} more"
+    return listing
 
 
 class _CatalogIndex:

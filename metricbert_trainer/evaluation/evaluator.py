@@ -18,8 +18,10 @@ from metricbert_trainer.base.distances import Distance
 from metricbert_trainer.base.distributed import first_process_value
 from metricbert_trainer.data.annotations import Annotations
 from metricbert_trainer.data.catalog import Catalog
+from metricbert_trainer.data.graded_pools import GradedPools
 from metricbert_trainer.evaluation.metrics import annotated_ranks, ranking_metrics
 from metricbert_trainer.evaluation.neighbours import METRIC_INF, Matrix, catalog_views, distance_rows
+from metricbert_trainer.evaluation.pool_metrics import PoolScores, pool_rows, pool_scores
 from metricbert_trainer.evaluation.scorers import EncoderScorer, Scorer
 
 
@@ -39,6 +41,13 @@ def evaluate_scorer(
 ) -> dict[str, float]:
     """Ranks ``catalog`` with ``scorer`` from each seed and returns its metrics on ``annotations``."""
     return evaluate_distance_rows(scorer.distance_rows(catalog, annotations.seeds), annotations, ks=ks)
+
+
+def score_pools(scorer: Scorer, catalog: Catalog, pools: GradedPools) -> PoolScores:
+    """Ranks each graded pool of ``pools`` with ``scorer`` and returns its per-pool metrics
+    (``pool_metrics``); the scorer ranks from each query item once, whatever its facets."""
+    queries = pools.queries
+    return pool_scores(pool_rows(scorer.distance_rows(catalog, queries), queries, pools), pools)
 
 
 def evaluate_distance_rows(

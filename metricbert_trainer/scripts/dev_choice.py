@@ -18,12 +18,14 @@ import logging
 import statistics
 from collections import defaultdict
 from collections.abc import Callable, Hashable, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from metricbert_trainer.publishing.markdown import markdown_table
 from metricbert_trainer.scripts.quality_tables import QualitySpec, model_folder, read_rows
 
-SHOWN = ("mpr", "hr@100", "map", "ndcg@20")
+# The metrics a choice reads: the seed benchmarks' and the graded pools' (a row has those of its kind).
+SHOWN = ("mpr", "hr@100", "map", "ndcg@20", "ndcg%20")
 
 Case = tuple[str, str, str]
 Gains = dict[Hashable, dict[Case, dict[str, float]]]
@@ -34,7 +36,7 @@ def setting_gains(rows: Sequence[dict], setting: Callable[[dict], Hashable], bas
     minus the same case's at ``baseline``; ``setting`` reads a row's setting."""
     values: dict[tuple, list[float]] = defaultdict(list)
     for row in rows:
-        for metric in SHOWN:
+        for metric in (name for name in SHOWN if name in row["metrics"]):
             key = (setting(row), row["benchmark"], row["view"], row["model"], metric)
             values[key].append(row["metrics"][metric])
     means = {key: statistics.fmean(found) for key, found in values.items()}
@@ -84,8 +86,8 @@ def gains_table(by_setting: Gains, baseline: Hashable, headers: Sequence[str], l
         cases = by_setting[setting].values()
         cells = []
         for metric in SHOWN:
-            found = [case[metric] for case in cases]
-            cells.append(f"{statistics.fmean(found):+.2f} ({min(found):+.2f})")
+            found = [case[metric] for case in cases if metric in case]
+            cells.append(f"{statistics.fmean(found):+.2f} ({min(found):+.2f})" if found else "-")
         body.append([*label(setting), *cells])
     columns = [*headers, *(f"{metric.upper()} gain: mean (min)" for metric in SHOWN)]
     return markdown_table(columns, body, "l" * len(headers) + "r" * len(SHOWN))
@@ -101,16 +103,28 @@ def sweep_parser(description: str, results: str) -> argparse.ArgumentParser:
     parser.add_argument("--models-dir", default="outputs/quality", help="The quality tables' trained models.")
     parser.add_argument("--results", default=results, help="The JSON-lines results file.")
     parser.add_argument("--report", action="store_true", help="Print the table of the results file and exit.")
+    parser.add_argument(
+        "--only",
+        nargs="+",
+        metavar="BENCHMARK",
+        help="Sweep these benchmarks only (the rows of the others are kept).",
+    )
     return parser
 
 
 def swept_rows(options: argparse.Namespace, sweep: Callable[[QualitySpec, Path], list[dict]]) -> list[dict]:
     """The rows of ``options.results``, first written anew by ``sweep`` (spec, models folder)
-    unless ``--report``; a missing trained model stops the sweep before it starts."""
+    unless ``--report``, for the benchmarks of ``--only`` (every one by default; the rows of the
+    others are kept); a missing trained model stops the sweep before it starts."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     results = Path(options.results)
     if not options.report:
         spec = QualitySpec.from_yaml(options.spec)
+        if options.only:
+            unknown = set(options.only) - {benchmark.name for benchmark in spec.benchmarks}
+            if unknown:
+                raise SystemExit(f"{options.spec} has no benchmarks {sorted(unknown)}.")
+            spec = replace(spec, benchmarks=tuple(b for b in spec.benchmarks if b.name in options.only))
         for benchmark in spec.benchmarks:
             for seed in spec.train_seeds:
                 folder = model_folder(Path(options.models_dir), benchmark, seed)
@@ -118,7 +132,9 @@ def swept_rows(options: argparse.Namespace, sweep: Callable[[QualitySpec, Path],
                     raise SystemExit(
                         f"{folder} holds no trained model: run python benchmarks/quality_tables.py first."
                     )
-        rows = sweep(spec, Path(options.models_dir))
+        swept = {benchmark.name for benchmark in spec.benchmarks}
+        kept = [row for row in read_rows(results) if row["benchmark"] not in swept]
+        rows = kept + sweep(spec, Path(options.models_dir))
         results.parent.mkdir(parents=True, exist_ok=True)
         results.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
     return read_rows(results)

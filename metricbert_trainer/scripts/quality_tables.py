@@ -35,15 +35,18 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+import numpy as np
 import yaml
 from transformers import AutoTokenizer
 
 from metricbert_trainer.base.modeling import load_masked_lm, resolve_model_name
 from metricbert_trainer.data.annotations import Annotations, load_annotations
 from metricbert_trainer.data.catalog import Catalog, load_catalog
+from metricbert_trainer.data.graded_pools import GradedPools, is_pool_file, load_graded_pools
 from metricbert_trainer.data.lengths import data_driven_max_length
 from metricbert_trainer.evaluation.evaluator import evaluate_distance_rows
 from metricbert_trainer.evaluation.hybrid import DEFAULT_TFIDF_WEIGHT, with_tfidf
+from metricbert_trainer.evaluation.pool_metrics import POOL_METRICS, pool_rows, pool_scores
 from metricbert_trainer.evaluation.scorers import EncoderScorer, Scorer, TfidfScorer, load_encoder
 from metricbert_trainer.evaluation.shared_neighbours import (
     DEFAULT_NEIGHBOURS,
@@ -55,6 +58,8 @@ from metricbert_trainer.publishing.markdown import markdown_table
 logger = logging.getLogger(__name__)
 
 METRICS = ("mpr", "mrr", "hr@10", "hr@100", "map", "ndcg@20")
+# The metrics of a benchmark judged as graded pools (evaluation.pool_metrics), each pool ranked on its own.
+POOLED_METRICS = POOL_METRICS
 SPLITS = ("dev", "test")
 VIEWS = ("plain", "masked")
 TFIDF = "TF-IDF (per field)"
@@ -107,16 +112,29 @@ COMMAND = "python benchmarks/quality_tables.py"
 
 @dataclass(frozen=True)
 class Benchmark:
-    """One development benchmark: its catalog views, annotation files by split, and training command."""
+    """One development benchmark: its catalog views, annotation files by split, and training command.
+
+    A benchmark judged by experts as graded pools (``data.graded_pools``) may have no masked view
+    (its similarity is not a label a title spells out) and a dev split alone (its test fold held
+    out of the project)."""
 
     name: str
     catalog: str
-    masked_catalog: str
+    masked_catalog: str | None
     annotations: dict[str, str]
     recipe: tuple[str, ...]
 
     def catalog_path(self, view: str) -> str:
         return self.catalog if view == "plain" else self.masked_catalog
+
+    @property
+    def views(self) -> tuple[str, ...]:
+        return VIEWS if self.masked_catalog else ("plain",)
+
+    @property
+    def pooled(self) -> bool:
+        """Whether its judgments are graded pools, ranked pool by pool."""
+        return any(is_pool_file(path) for path in self.annotations.values())
 
 
 @dataclass(frozen=True)
@@ -139,15 +157,17 @@ class QualitySpec:
             Benchmark(
                 name=name,
                 catalog=entry["catalog"],
-                masked_catalog=entry["masked_catalog"],
+                masked_catalog=entry.get("masked_catalog"),
                 annotations=dict(entry["annotations"]),
                 recipe=tuple(str(part) for part in entry["recipe"]),
             )
             for name, entry in data["benchmarks"].items()
         )
         for benchmark in benchmarks:
-            if set(benchmark.annotations) != set(SPLITS):
-                raise ValueError(f"{path}: {benchmark.name} must name annotations for {SPLITS}.")
+            if "dev" not in benchmark.annotations or not set(benchmark.annotations) <= set(SPLITS):
+                raise ValueError(
+                    f"{path}: {benchmark.name} must name annotations for dev, and only for {SPLITS}."
+                )
         variants = {
             name: tuple(str(flag) for flag in flags) for name, flags in (data.get("variants") or {}).items()
         }
@@ -190,16 +210,56 @@ def train_default(
 
 
 def catalog_views(benchmark: Benchmark) -> dict[str, Catalog]:
-    views = {view: load_catalog(benchmark.catalog_path(view)) for view in VIEWS}
-    if views["plain"].ids != views["masked"].ids:
+    views = {view: load_catalog(benchmark.catalog_path(view)) for view in benchmark.views}
+    if views["plain"].ids != views.get("masked", views["plain"]).ids:
         raise ValueError(
             f"{benchmark.masked_catalog} does not hold the items of {benchmark.catalog}, in order."
         )
     return views
 
 
-def split_annotations(benchmark: Benchmark, catalog: Catalog) -> dict[str, Annotations]:
-    return {split: load_annotations(path, catalog) for split, path in benchmark.annotations.items()}
+def split_annotations(benchmark: Benchmark, catalog: Catalog) -> dict[str, Annotations | GradedPools]:
+    """Each split's judgments: annotated similar items, or graded pools (by the file's suffix)."""
+    return {
+        split: (load_graded_pools if is_pool_file(path) else load_annotations)(path, catalog)
+        for split, path in benchmark.annotations.items()
+    }
+
+
+def judged_metrics(
+    distances: np.ndarray, queries: Sequence[int], judgments: Annotations | GradedPools
+) -> dict[str, float | list[float]]:
+    """The metrics of the rows ``distances`` (from ``queries``) on one split's ``judgments``: the
+    seeds' metrics of ``METRICS``, or the pools' of ``POOLED_METRICS`` with each pool's own values
+    (``per_pool``), which a paired comparison of two rankings reads."""
+    position = {query: row for row, query in enumerate(queries)}
+    if isinstance(judgments, GradedPools):
+        scores = pool_scores(pool_rows(distances, queries, judgments), judgments)
+        summary = scores.summary()
+        return {name: round(summary[name], 4) for name in POOLED_METRICS} | {
+            "per_pool": {
+                name: [round(float(value), 4) for value in scores.values[name]] for name in POOLED_METRICS
+            }
+        }
+    metrics = evaluate_distance_rows(distances[[position[seed] for seed in judgments.seeds]], judgments)
+    return {name: round(float(metrics[name]), 4) for name in METRICS}
+
+
+def with_metrics(row: dict, metrics: dict) -> dict:
+    """A result row: ``row`` with ``judged_metrics``' metrics, and each pool's values beside them
+    (``per_pool``) when the judgments are pools."""
+    row = row | {"metrics": {name: value for name, value in metrics.items() if name != "per_pool"}}
+    return row | ({"per_pool": metrics["per_pool"]} if "per_pool" in metrics else {})
+
+
+def judged_queries(judgments: Annotations | GradedPools) -> list[int]:
+    """The items a split's judgments rank from: annotated seeds, or pools' query items."""
+    return judgments.queries if isinstance(judgments, GradedPools) else judgments.seeds
+
+
+def judged_count(judgments: Annotations | GradedPools) -> int:
+    """What a table's heading counts of a split: seeds, or pools."""
+    return len(judgments.pools) if isinstance(judgments, GradedPools) else len(judgments.seeds)
 
 
 def fused(model: str) -> str:
@@ -222,22 +282,21 @@ def score_rows(
 ) -> Iterator[dict]:
     """One result row per view and split. Each view is ranked once, from the seeds of every split
     together (a row depends on its own seed alone), so the scorer fits or encodes once per view."""
-    seeds = sorted(set().union(*(split.seeds for split in annotations.values())))
-    position = {seed: row for row, seed in enumerate(seeds)}
+    seeds = sorted(set().union(*(judged_queries(split) for split in annotations.values())))
     for view, catalog in views.items():
         distances = scorer.distance_rows(catalog, seeds)
-        for split, seeds_of_split in annotations.items():
-            rows = distances[[position[seed] for seed in seeds_of_split.seeds]]
-            metrics = evaluate_distance_rows(rows, seeds_of_split)
-            yield {
-                "benchmark": benchmark.name,
-                "view": view,
-                "split": split,
-                "model": model,
-                "train_seed": train_seed,
-                "seeds": len(seeds_of_split.seeds),
-                "metrics": {name: round(float(metrics[name]), 4) for name in METRICS},
-            }
+        for split, judgments in annotations.items():
+            yield with_metrics(
+                {
+                    "benchmark": benchmark.name,
+                    "view": view,
+                    "split": split,
+                    "model": model,
+                    "train_seed": train_seed,
+                    "seeds": judged_count(judgments),
+                },
+                judged_metrics(distances, seeds, judgments),
+            )
 
 
 def deterministic_rows(spec: QualitySpec) -> list[dict]:
@@ -300,10 +359,11 @@ def encoder_rows(
     *,
     with_start: bool = True,
 ) -> Iterator[dict]:
-    """Each encoder's rows (``encoder_scorers``) on ``views``, under each ranking of ``ranked_as``."""
+    """Each encoder's rows (``encoder_scorers``) on ``views`` (those the benchmark has), under each
+    ranking of ``ranked_as``."""
     catalogs = catalog_views(benchmark)
     annotations = split_annotations(benchmark, catalogs["plain"])
-    views = {view: catalogs[view] for view in views}
+    views = {view: catalogs[view] for view in views if view in catalogs}
     scorers = encoder_scorers(spec, benchmark, models_dir, views, models, with_start=with_start)
     for name, seed, view, scorer in scorers:
         catalog = {view: views[view]}
@@ -324,8 +384,8 @@ def summarise(
     grouped: dict[tuple[str, str, str, str], dict[str, list[float]]] = {}
     for row in rows:
         key = (row["benchmark"], row["split"], row["view"], row["model"])
-        entry = grouped.setdefault(key, {metric: [] for metric in METRICS})
-        for metric in METRICS:
+        entry = grouped.setdefault(key, {metric: [] for metric in row["metrics"]})
+        for metric in entry:
             entry[metric].append(row["metrics"][metric])
     suffixes = ranking_suffixes(rows)
     for gain, model_name, zero_shot in (row for name in trained for row in gains(name, suffixes)):
@@ -333,7 +393,7 @@ def summarise(
             start = grouped.get((benchmark, split, view, zero_shot))
             if model == model_name and start is not None:
                 grouped[(benchmark, split, view, gain)] = {
-                    metric: [value - start[metric][0] for value in entry[metric]] for metric in METRICS
+                    metric: [value - start[metric][0] for value in values] for metric, values in entry.items()
                 }
     return grouped
 
@@ -348,9 +408,9 @@ def table_row(
     key: tuple[str, str, str, str], values: dict[str, list[float]], signed: bool = False
 ) -> list[str]:
     benchmark, _, view, model = key
-    runs = len(values[METRICS[0]])
+    runs = len(next(iter(values.values())))
     label = model if runs == 1 else f"{model} ({runs} training seeds)"
-    return [benchmark, view, label, *(cell(values[metric], signed) for metric in METRICS)]
+    return [benchmark, view, label, *(cell(metric_values, signed) for metric_values in values.values())]
 
 
 def trained_encoders(rows: Sequence[dict]) -> list[str]:
@@ -375,23 +435,29 @@ def tables(rows: Iterable[dict], command: str = COMMAND) -> dict[str, str]:
         *(f"{name}{suffix}" for name in (ZERO_SHOT, *trained) for suffix in suffixes),
         *gain_rows,
     ]
-    headers = ["benchmark", "view", "model", *(metric.upper() for metric in METRICS)]
     result = {}
     for split in SPLITS:
-        keys = sorted(
-            (key for key in grouped if key[1] == split),
-            key=lambda key: (benchmarks.index(key[0]), VIEWS.index(key[2]), models.index(key[3])),
-        )
-        if not keys:
-            continue
-        seeds = {row["benchmark"]: row["seeds"] for row in rows if row["split"] == split}
-        counts = ", ".join(f"{benchmark} {count}" for benchmark, count in seeds.items())
-        body = markdown_table(
-            headers,
-            [table_row(key, grouped[key], signed=key[3] in gain_rows) for key in keys],
-            "lll" + "r" * len(METRICS),
-        )
-        result[split] = f"{split.capitalize()} seeds ({counts}); produced by `{command}`:\n\n{body}"
+        for metrics, judged in ((METRICS, "seeds"), (POOLED_METRICS, "expert-graded pools")):
+            keys = sorted(
+                (key for key in grouped if key[1] == split and tuple(grouped[key]) == metrics),
+                key=lambda key: (benchmarks.index(key[0]), VIEWS.index(key[2]), models.index(key[3])),
+            )
+            if not keys:
+                continue
+            chosen = {key[0] for key in keys}
+            seeds = {
+                row["benchmark"]: row["seeds"]
+                for row in rows
+                if row["split"] == split and row["benchmark"] in chosen
+            }
+            counts = ", ".join(f"{benchmark} {count}" for benchmark, count in seeds.items())
+            body = markdown_table(
+                ["benchmark", "view", "model", *(metric.upper() for metric in metrics)],
+                [table_row(key, grouped[key], signed=key[3] in gain_rows) for key in keys],
+                "lll" + "r" * len(metrics),
+            )
+            name = split if metrics == METRICS else f"{split} pools"
+            result[name] = f"{split.capitalize()} {judged} ({counts}); produced by `{command}`:\n\n{body}"
     return result
 
 
@@ -445,7 +511,7 @@ def table_figures(rows: Iterable[dict]) -> set[tuple[str, str]]:
         starts = [
             other
             for (b, s, v, _), other in grouped.items()
-            if (b, s, v) == (benchmark, split, view) and len(other[METRICS[0]]) == 1
+            if (b, s, v) == (benchmark, split, view) and len(next(iter(other.values()))) == 1
         ]
         for metric, seeds in runs.items():
             mean, spread = statistics.fmean(seeds), f"{statistics.stdev(seeds):.2f}"
@@ -577,6 +643,7 @@ def holds_start_rows(rows: Iterable[dict], benchmark: Benchmark, views: Sequence
     return all(
         (benchmark.name, view, split, name) in held
         for view in views
+        if view in benchmark.views
         for split in benchmark.annotations
         for name in ranked_as(ZERO_SHOT)
     )

@@ -63,6 +63,73 @@ def test_evaluate_prints_a_table_and_writes_json(files, tiny_model_path, tmp_pat
     assert (tmp_path / "cache.npz").is_file()
 
 
+def test_evaluate_ranks_graded_pools_each_on_its_own(files, tiny_model_path, tmp_path, capsys):
+    """Expert judgments as graded pools: each pool ranked on its own, metrics over all pools and
+    per facet, and the per-pool rows a paired comparison needs; the same numbers from a JSONL file
+    and from TREC qrels, and TF-IDF alone (weight 1) scores what the library's TF-IDF scorer does."""
+    from metricbert_trainer.data.catalog import load_catalog
+    from metricbert_trainer.data.graded_pools import load_graded_pools
+    from metricbert_trainer.evaluation.evaluator import score_pools
+    from metricbert_trainer.evaluation.scorers import TfidfScorer
+
+    ids = pd.read_csv(files / "wines.csv", dtype=str).id.tolist()
+    pools = [
+        {
+            "query_id": ids[0],
+            "facet": "taste",
+            "candidates": ids[1:30],
+            "relevance": [i % 4 for i in range(29)],
+        },
+        {
+            "query_id": ids[0],
+            "facet": "origin",
+            "candidates": ids[30:50],
+            "relevance": [(i * 7) % 4 for i in range(20)],
+        },
+        {
+            "query_id": ids[5],
+            "facet": "taste",
+            "candidates": ids[3:48],
+            "relevance": [(i * 3) % 4 for i in range(45)],
+        },
+    ]
+    jsonl = tmp_path / "pools.jsonl"
+    jsonl.write_text("".join(json.dumps(pool) + "\n" for pool in pools), encoding="utf-8")
+    qrels = tmp_path / "pools.qrels"
+    qrels.write_text(
+        "".join(
+            f"{pool['query_id']}#{pool['facet']} 0 {item} {grade}\n"
+            for pool in pools
+            for item, grade in zip(pool["candidates"], pool["relevance"], strict=True)
+        ),
+        encoding="utf-8",
+    )
+    common = ["--catalog", str(files / "wines.csv"), "--max-length", "64", "--shared-neighbours", "0"]
+    reports = {}
+    for path in (jsonl, qrels):
+        output = tmp_path / f"{path.suffix[1:]}.json"
+        command = ["evaluate", "--model", tiny_model_path, *common, "--annotations", str(path)]
+        assert main([*command, "--tfidf-weight", "1", "--output", str(output)]) == 0
+        reports[path.suffix] = json.loads(output.read_text())
+    table = capsys.readouterr().out
+    assert "| MAP | NDCG%20 | NDCG@10 |" in table and "| taste | 2 |" in table and "| origin | 1 |" in table
+    report = reports[".jsonl"]
+    assert report["metrics"] == reports[".qrels"]["metrics"]
+    assert report["num_pools"] == 3 and report["num_judgments"] == 93
+    assert [(row["query_id"], row["facet"], row["candidates"]) for row in report["per_pool"]] == [
+        (ids[0], "taste", 29),
+        (ids[0], "origin", 20),
+        (ids[5], "taste", 44),  # the query itself is not its own candidate
+    ]
+    catalog = load_catalog(files / "wines.csv")
+    expected = score_pools(TfidfScorer(), catalog, load_graded_pools(jsonl, catalog)).summary()
+    assert report["metrics"] == pytest.approx(expected)
+    assert set(report["metrics"]) == {
+        *("map", "ndcg%20", "ndcg@10"),
+        *(f"{facet}_{metric}" for facet in ("taste", "origin") for metric in ("map", "ndcg%20", "ndcg@10")),
+    }
+
+
 def test_evaluate_ranks_by_the_model_alone_or_by_tfidf_alone_at_the_weights_ends(
     files, tiny_model_path, tmp_path
 ):

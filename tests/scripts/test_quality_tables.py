@@ -66,18 +66,22 @@ def tfidf_rows():
 
 @pytest.mark.parametrize("page", PAGES)
 def test_the_pages_state_the_tfidf_rows_the_command_computes_on_every_split_and_view(page, tfidf_rows):
-    """Recomputes TF-IDF (deterministic) on both benchmarks, dev and test, plain and masked, and
-    finds each rendered row on the page: editing a number there, or the data, fails this."""
+    """Recomputes TF-IDF (deterministic) on the category benchmarks, dev and test, plain and
+    masked, and on the expert-judged pools of CSFCube's dev fold, and finds each rendered row on
+    the page: editing a number there, or the data, fails this."""
     rows = tfidf_rows
     assert {(row["benchmark"], row["split"], row["view"]) for row in rows} == {
-        (benchmark, split, view)
-        for benchmark in ("wines", "debian")
-        for split in ("dev", "test")
-        for view in ("plain", "masked")
+        *(
+            (benchmark, split, view)
+            for benchmark in ("wines", "debian")
+            for split in ("dev", "test")
+            for view in ("plain", "masked")
+        ),
+        ("csfcube", "dev", "plain"),
     }
     text = (REPO_ROOT / page).read_text(encoding="utf-8")
     rendered = tables(rows)
-    for split in ("dev", "test"):
+    for split in ("dev", "test", "dev pools"):
         for line in table_lines(rendered[split]):
             assert line in text, f"{page} lacks, or states otherwise, the {split} row {line}"
 
@@ -87,7 +91,7 @@ def test_the_results_file_holds_the_rows_the_pages_show(page):
     """The shipped results file renders to exactly the tables the pages quote (every model)."""
     page_text = (REPO_ROOT / page).read_text(encoding="utf-8")
     rendered = tables(read_rows(REPO_ROOT / "docs" / "results" / "quality_tables.jsonl"))
-    assert set(rendered) == {"dev", "test"}
+    assert set(rendered) == {"dev", "test", "dev pools"}
     for table in rendered.values():
         for line in table_lines(table):
             assert line in page_text, f"{page} lacks, or states otherwise, the row {line}"
@@ -376,3 +380,61 @@ def test_the_command_trains_each_seed_once_ranks_every_view_and_split_and_reuses
     assert table.index("| tiny | plain | default recipe (2 training seeds) |") < table.index(
         "| tiny | plain | no guard |"
     )
+
+
+def test_a_benchmark_of_graded_pools_is_ranked_pool_by_pool_in_a_table_of_its_own(
+    tmp_path, files, tiny_model_path, monkeypatch
+):
+    """An expert-judged benchmark (graded pools, no masked view, a dev split alone) beside one of
+    annotated seeds: its rows carry the pools' metrics and each pool's values, and the tables give
+    it a table of its own with its metrics."""
+    from metricbert_trainer.data.catalog import load_catalog
+    from metricbert_trainer.data.graded_pools import load_graded_pools
+    from metricbert_trainer.evaluation.evaluator import score_pools
+    from metricbert_trainer.evaluation.scorers import TfidfScorer
+
+    monkeypatch.chdir(REPO_ROOT)
+    ids = pd.read_csv(files / "wines.csv", dtype=str).id.tolist()
+    pools = tmp_path / "pools.jsonl"
+    pools.write_text(
+        "".join(
+            json.dumps(
+                {"query_id": ids[query], "facet": facet, "candidates": ids[20:50], "relevance": grades}
+            )
+            + "\n"
+            for query, facet, grades in (
+                (1, "method", [i % 4 for i in range(30)]),
+                (2, "result", [(i * 5) % 4 for i in range(30)]),
+            )
+        ),
+        encoding="utf-8",
+    )
+    spec = {
+        "model": tiny_model_path,
+        "train_seeds": [1],
+        "benchmarks": {
+            "experts": {
+                "catalog": str(files / "wines.csv"),
+                "annotations": {"dev": str(pools)},
+                "recipe": [],
+            },
+        },
+    }
+    (tmp_path / "spec.yaml").write_text(json.dumps(spec), encoding="utf-8")
+    results = tmp_path / "results.jsonl"
+    main(["--spec", str(tmp_path / "spec.yaml"), "--results", str(results), "--train-seeds"])
+    rows = read_rows(results)
+    assert [(row["model"], row["view"], row["split"], row["seeds"]) for row in rows] == [
+        (name, "plain", "dev", 2) for name in (TFIDF, *ranked_as(ZERO_SHOT))
+    ]
+    assert all(set(row["metrics"]) == {"map", "ndcg%20", "ndcg@10"} for row in rows)
+    assert all(len(row["per_pool"]["map"]) == 2 for row in rows)
+    catalog = load_catalog(files / "wines.csv")
+    expected = score_pools(TfidfScorer(), catalog, load_graded_pools(pools, catalog))
+    assert rows[0]["metrics"]["map"] == round(expected.summary()["map"], 4)
+    assert rows[0]["per_pool"]["ndcg@10"] == [round(float(value), 4) for value in expected.values["ndcg@10"]]
+    rendered = tables(rows + deterministic_rows(QualitySpec.from_yaml(SPEC))[:1])
+    assert set(rendered) == {"dev", "dev pools"}
+    assert "| benchmark | view | model | MAP | NDCG%20 | NDCG@10 |" in rendered["dev pools"]
+    assert rendered["dev pools"].startswith("Dev expert-graded pools (experts 2)")
+    assert "experts" not in rendered["dev"]
