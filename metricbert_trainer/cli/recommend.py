@@ -17,6 +17,7 @@ from metricbert_trainer.cli.options import (
     ranking_scorer,
 )
 from metricbert_trainer.data.output_files import check_new_file
+from metricbert_trainer.data.text_safety import shown
 from metricbert_trainer.errors import UsageError
 from metricbert_trainer.evaluation.neighbours import mode_label
 from metricbert_trainer.evaluation.recommendations import (
@@ -46,7 +47,8 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     recommend.add_argument(
         "--output",
         default=None,
-        help=f"With --all: the table to write (id, rank, neighbour_id, distance), by suffix one of {', '.join(FORMATS)}.",
+        help=f"With --all: the table to write (id, rank, neighbour_id, distance), by suffix one of {', '.join(FORMATS)}; "
+        "in CSV and TSV an id a spreadsheet would run as a formula (=, +, -, @) is written with a leading '.",
     )
     recommend.add_argument(
         "--top-k", type=integer_at_least(1), default=10, help="How many neighbours to list."
@@ -100,7 +102,8 @@ def run(args: argparse.Namespace) -> int:
             f"{args.id_column!r} column; items with an empty text field are skipped)."
         ) from None
     neighbours = command_scorer(args).nearest(catalog, [item], args.top_k)
-    titles, ids = catalog.display_titles, catalog.ids
+    # Catalog text reaches the terminal escaped: no title or id can run an escape sequence there.
+    titles, ids = [shown(title) for title in catalog.display_titles], [shown(id_) for id_ in catalog.ids]
     print(f"Most similar to {titles[item]} (id {ids[item]}), by {ranking_label(args)}:\n")
     rows = [
         (rank, ids[index], titles[index], f"{distance:.4f}")

@@ -25,6 +25,7 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from metricbert_trainer.data.catalog import Catalog
+from metricbert_trainer.data.text_safety import spreadsheet_safe
 from metricbert_trainer.evaluation.candidate_recommendations import candidate_nearest_chunks
 from metricbert_trainer.evaluation.neighbours import TopK
 from metricbert_trainer.evaluation.scorers import Scorer
@@ -196,6 +197,8 @@ class _TableWriter:
                 table.to_json(handle, orient="records", lines=True, force_ascii=False)
         else:
             separator = "\t" if self.kind == "tsv" else ","
+            ids = {column: table[column].map(spreadsheet_safe) for column in ("id", "neighbour_id")}
+            table = table.assign(**ids)
             table.to_csv(self.path, sep=separator, index=False, header=not self._started, mode="a")
         self._started = True
 

@@ -260,6 +260,54 @@ def test_recommend_lists_neighbours_without_the_item(files, tiny_model_path, cap
     assert len(rows) == 5 and all(row.split(" | ")[1] != "7" for row in rows)
 
 
+HOSTILE_TITLES = [
+    "Red \x1b[31mwine\x1b[0m \x1b[2J",  # colour, clear screen
+    "\x1b]0;owned\x07 Window title",  # OSC 0 with BEL
+    "\x1b]8;;http://example.invalid\x1b\\link\x1b]8;;\x1b\\",  # OSC 8 hyperlink
+    "abc\u202edcba and \u200b\u200d\ufeff",  # right-to-left override, zero-width characters
+]
+FORMULA_IDS = ["=cmd|' /C calc'!A0", "+1+1", "@SUM(A1)", "-2+3"]
+
+
+@pytest.fixture
+def hostile_catalog(files, tmp_path):
+    frame = pd.read_csv(files / "wines.csv", dtype=str)[["id", "title", "description"]].head(30)
+    frame.loc[: len(HOSTILE_TITLES) - 1, "title"] = HOSTILE_TITLES
+    frame.loc[: len(FORMULA_IDS) - 1, "id"] = FORMULA_IDS
+    path = tmp_path / "hostile.csv"
+    frame.to_csv(path, index=False)
+    return path
+
+
+def test_recommend_shows_catalog_text_on_the_terminal_with_control_characters_escaped(
+    hostile_catalog, tiny_model_path, capsys
+):
+    common = ["recommend", "--model", tiny_model_path, "--catalog", str(hostile_catalog), "--top-k", "29"]
+    assert main([*common, "--item", "=cmd|' /C calc'!A0", "--shared-neighbours", "0"]) == 0
+    out = capsys.readouterr().out
+    assert not any(character in out for character in "\x1b\x07\u202e\u200b\u200d\ufeff")
+    assert out.startswith("Most similar to Red \\x1b[31mwine\\x1b[0m \\x1b[2J (id =cmd|' /C calc'!A0)")
+    for escaped in ("\\x1b]0;owned\\x07 Window title", "abc\\u202edcba and \\u200b\\u200d\\ufeff"):
+        assert escaped in out
+
+
+def test_recommend_all_writes_ids_a_spreadsheet_would_run_as_text_in_csv_only(
+    hostile_catalog, tiny_model_path, tmp_path
+):
+    common = ["recommend", "--model", tiny_model_path, "--catalog", str(hostile_catalog), "--top-k", "29"]
+    for suffix in ("csv", "tsv", "jsonl"):
+        assert (
+            main([*common, "--all", "--shared-neighbours", "0", "--output", str(tmp_path / f"r.{suffix}")])
+            == 0
+        )
+    for suffix, separator in (("csv", ","), ("tsv", "\t")):
+        table = pd.read_csv(tmp_path / f"r.{suffix}", dtype=str, sep=separator)
+        assert table.id.unique()[:4].tolist() == [f"'{item}" for item in FORMULA_IDS]
+        assert not any(cell.startswith(("=", "+", "-", "@")) for cell in [*table.id, *table.neighbour_id])
+    kept = pd.read_json(tmp_path / "r.jsonl", lines=True, dtype=str)
+    assert kept.id.unique()[:4].tolist() == FORMULA_IDS  # JSON lines keep every value as it is
+
+
 def test_recommend_all_writes_every_items_neighbours_as_one_item_lists_them(
     files, tiny_model_path, tmp_path, capsys
 ):
