@@ -18,6 +18,7 @@ from metricbert_trainer.cli.options import (
     integer_at_least,
     load_cli_catalog,
     metric_label,
+    model_paths,
     name_and_path,
     overwrite_options,
     report_header,
@@ -224,7 +225,7 @@ def run(args: argparse.Namespace) -> int:
     check_new_files(
         [output_dir / name for name in RESULT_FILES],
         option="--output-dir",
-        reads=[args.catalog, args.annotations],
+        reads=[args.catalog, args.annotations, *model_paths(args)],
         overwrite=args.overwrite,
     )
     catalog = load_cli_catalog(args)

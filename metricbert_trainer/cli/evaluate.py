@@ -12,6 +12,7 @@ from metricbert_trainer.cli.options import (
     command_max_length,
     load_cli_catalog,
     model_options,
+    model_paths,
     name_and_path,
     overwrite_options,
     pools_table,
@@ -53,7 +54,10 @@ def per_pool(catalog, scores) -> list[dict]:
 def run(args: argparse.Namespace) -> int:
     if args.output:
         check_new_file(
-            args.output, option="--output", reads=[args.catalog, args.annotations], overwrite=args.overwrite
+            args.output,
+            option="--output",
+            reads=[args.catalog, args.annotations, *model_paths(args)],
+            overwrite=args.overwrite,
         )
     check_caches(args)
     catalog = load_cli_catalog(args)

@@ -351,6 +351,15 @@ def load_cli_catalog(args: argparse.Namespace) -> Catalog:
     return load_catalog(args.catalog, id_column=id_column, text_columns=args.text_columns)
 
 
+def model_paths(args: argparse.Namespace) -> list[str]:
+    """The model folders a command loads (``--model``, ``--models``, ``--sbert``, ``--recobert``):
+    files the command reads, which no output may replace (``output_files.check_new_files``)."""
+    specs = [args.model] if getattr(args, "model", None) else []
+    for option in ("models", "sbert", "recobert"):
+        specs += getattr(args, option, None) or []
+    return [name_and_path(spec)[1] for spec in specs]
+
+
 def name_and_path(spec: str) -> tuple[str, str]:
     """``NAME=PATH`` or ``PATH`` (named after its folder)."""
     name, separator, path = spec.partition("=")

@@ -19,6 +19,7 @@ from metricbert_trainer.cli.options import (
     catalog_options,
     integer_at_least,
     load_cli_catalog,
+    model_paths,
     overwrite_options,
     results_cells,
 )
@@ -46,7 +47,10 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     output = check_new_file(
-        args.output, option="--output", reads=[args.catalog, args.annotations], overwrite=args.overwrite
+        args.output,
+        option="--output",
+        reads=[args.catalog, args.annotations, *model_paths(args)],
+        overwrite=args.overwrite,
     )
     catalog = load_cli_catalog(args)
     annotations = load_annotations(args.annotations, catalog, on_unmatched=args.on_unmatched)

@@ -44,8 +44,9 @@ def check_new_files(
     overwrite: bool = False,
 ) -> None:
     """Raises ``UsageError`` naming the first of ``paths`` that is one of the files the command
-    ``reads``, or that exists while ``overwrite`` is off; ``option`` is how the user named it."""
-    read = {_identity(Path(path)) for path in reads if path}
+    ``reads``, or that exists while ``overwrite`` is off; ``option`` is how the user named it. A
+    folder among ``reads`` (a model the command loads) reads every file inside it."""
+    read = {identity for path in reads if path for identity in _read_identities(Path(path))}
     for path in map(Path, paths):
         if _identity(path) in read:
             raise UsageError(f"{option} {path} is a file this command reads; name another file")
@@ -163,6 +164,13 @@ def listed(entries: list[Path]) -> str:
     names = ", ".join(entry.name for entry in entries[:LISTED_ENTRIES])
     more = len(entries) - LISTED_ENTRIES
     return names + (f" and {more} more" if more > 0 else "")
+
+
+def _read_identities(path: Path) -> list[Path]:
+    """The files a command reading ``path`` reads: the file, or every file of the folder."""
+    if path.is_dir():
+        return [_identity(path), *(_identity(entry) for entry in path.rglob("*") if entry.is_file())]
+    return [_identity(path)]
 
 
 def _identity(path: Path) -> Path:

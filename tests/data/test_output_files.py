@@ -74,6 +74,26 @@ def test_no_command_writes_over_a_file_it_reads(files, tiny_model_path, capsys):
     assert {name: (files / name).read_bytes() for name in before} == before
 
 
+def test_no_command_writes_over_a_file_of_a_model_it_loads(files, tiny_model_path, tmp_path, capsys):
+    """A model folder a command loads is read whole: its weights, config or any file inside it
+    is never an output, with --overwrite too (issue #90)."""
+    import shutil
+
+    model = shutil.copytree(tiny_model_path, tmp_path / "model")
+    (model / "notes").mkdir()
+    (model / "notes" / "results.json").write_text("kept\n", encoding="utf-8")
+    before = {path: path.read_bytes() for path in model.rglob("*") if path.is_file()}
+    weights = next(path for path in before if path.suffix == ".safetensors")
+    for arguments in (
+        ["evaluate", "--model", str(model), "--output", str(model / "config.json")],
+        ["report", "--models", f"mine={model}", "--output", str(weights)],
+        ["compare", "--models", str(model), "--output-dir", str(model / "notes")],
+    ):
+        message = _refused(capsys, [*arguments, *_catalog_and_annotations(files), "--overwrite"])
+        assert "is a file this command reads; name another file" in message, message
+    assert {path: path.read_bytes() for path in model.rglob("*") if path.is_file()} == before
+
+
 def test_an_existing_output_is_replaced_only_with_overwrite(files, tiny_model_path, tmp_path, capsys):
     output = tmp_path / "notes.json"
     output.write_text("my notes\n", encoding="utf-8")
