@@ -116,7 +116,14 @@ def training_range_problems(training_args: TrainingArguments) -> list[str]:
             if high is not None:
                 bound += f" and < {high}"
             problems.append(f"{name} must be {bound}; got {value}")
-    if training_args.max_steps <= 0 and not training_args.num_train_epochs > 0:
+    if training_args.max_steps == 0 or training_args.max_steps < -1:
+        # The Trainer reads 0 and -5 as "no cap" in one place and as the step count in another: a
+        # run of 0 steps trained one step at learning rate 0 and was published as fine-tuned.
+        problems.append(
+            f"max_steps must be > 0 to cap the run, or -1 (the default) to train num_train_epochs; "
+            f"got {training_args.max_steps}"
+        )
+    elif training_args.max_steps < 0 and not training_args.num_train_epochs > 0:
         problems.append(
             f"num_train_epochs must be > 0 (or max_steps > 0); got {training_args.num_train_epochs}"
         )
