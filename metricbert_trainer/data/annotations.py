@@ -29,11 +29,14 @@ from pathlib import Path
 import pandas as pd
 
 from metricbert_trainer.data.catalog import Catalog, not_utf8_message, read_csv_strings
+from metricbert_trainer.data.input_files import input_file_problem
 from metricbert_trainer.errors import UsageError
 
 logger = logging.getLogger(__name__)
 
 ON_UNMATCHED = ("error", "warn")
+# The suffixes of expert judgments given as graded pools (``data.graded_pools``), not seed -> similar items.
+POOL_SUFFIXES = (".jsonl", ".qrels")
 # Normalised CSV column name -> (whose, what). An id column wins over a url column.
 _CSV_COLUMNS = {
     "seed id": ("seed", "id"),
@@ -90,13 +93,20 @@ def load_annotations(path: str | Path, catalog: Catalog, *, on_unmatched: str = 
             ``"warn"`` drops those pairs and logs how many.
     """
     path = Path(path)
-    if not path.is_file():
-        raise AnnotationError(f"Annotation file not found: {path}.")
+    problem = input_file_problem(path, "annotations")
+    if problem:
+        raise AnnotationError(f"{problem[0].upper()}{problem[1:]}.")
     suffix = path.suffix.lower()
     if suffix == ".json":
         pairs = _read_json(path)
     elif suffix in (".csv", ".tsv"):
         pairs = _read_csv(path, sep="\t" if suffix == ".tsv" else ",")
+    elif suffix in POOL_SUFFIXES:
+        raise AnnotationError(
+            f"{path}: graded pools (candidates judged per query) are ranked pool by pool by "
+            "`metricbert evaluate` and the quality tables; this command ranks the whole catalog from "
+            "annotated seeds (.csv, .tsv or .json)."
+        )
     else:
         raise AnnotationError(
             f"{path}: unsupported annotation format {path.suffix!r}; use .csv, .tsv or .json."

@@ -17,6 +17,7 @@ from pathlib import Path
 import datasets
 import pandas as pd
 
+from metricbert_trainer.data.input_files import input_file_problem
 from metricbert_trainer.errors import UsageError
 
 logger = logging.getLogger(__name__)
@@ -211,8 +212,9 @@ def read_catalog_file(path: Path, kind: str | None = None) -> pd.DataFrame:
     """The table in the file ``path``, read as ``kind`` (csv, tsv, jsonl or parquet; by default the
     one its suffix names). Every failure is a ``CatalogError`` naming the file, and for bytes that
     are not UTF-8 the line."""
-    if not path.is_file():
-        raise CatalogError(f"Catalog file not found: {path}.")
+    problem = input_file_problem(path, "catalog")
+    if problem:
+        raise CatalogError(f"{problem[0].upper()}{problem[1:]}.")
     kind = kind or SUPPORTED_SUFFIXES.get(path.suffix.lower())
     if kind is None:
         raise CatalogError(

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
 from pathlib import Path
 
 import huggingface_hub
@@ -25,6 +24,7 @@ from metricbert_trainer.base.checkpoints import resumes
 from metricbert_trainer.base.config import CatalogTrainerConfig
 from metricbert_trainer.base.model_folders import model_folder_problem
 from metricbert_trainer.base.modeling import resolve_model_name
+from metricbert_trainer.data.input_files import input_file_problem
 from metricbert_trainer.data.output_files import output_folder_content_problems, unwritable_problem
 from metricbert_trainer.errors import UsageError
 from metricbert_trainer.evaluation.label_free import signal_names
@@ -79,7 +79,7 @@ def check_tagging_arguments(model_args, data_args, training_args: TrainingArgume
             *nonfinite_numbers(model_args, data_args, training_args),
             *training_range_problems(training_args),
             *objective_problems(training_args),
-            *_readable_file("tagged_catalog", data_args.tagged_catalog),
+            *filter(None, [input_file_problem(data_args.tagged_catalog, "tagged_catalog")]),
             *model_path_problems(model_args.model_name_or_path),
             *output_folder_problems(training_args),
             *resume_problems(training_args),
@@ -229,18 +229,8 @@ def publishing_problems(training_args: TrainingArguments) -> list[str]:
 def input_file_problems(data_args) -> list[str]:
     """The catalog and annotation files: present, plain files, readable."""
     files = {"catalog": data_args.catalog, "annotations": data_args.annotations or None}
-    return [problem for option, path in files.items() if path for problem in _readable_file(option, path)]
-
-
-def _readable_file(option: str, path: str) -> list[str]:
-    location = Path(path).expanduser()
-    if not location.exists():
-        return [f"{option} file not found: {path}"]
-    if not location.is_file():
-        return [f"{option} must be a file; {path} is a folder"]
-    if not os.access(location, os.R_OK):
-        return [f"{option} file {path} is not readable (check its permissions)"]
-    return []
+    problems = [input_file_problem(path, option) for option, path in files.items() if path]
+    return [problem for problem in problems if problem]
 
 
 def model_path_problems(model_name_or_path: str) -> list[str]:

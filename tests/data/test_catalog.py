@@ -159,3 +159,43 @@ def test_unreadable_jsonl_and_parquet_are_catalog_errors(tmp_path):
     parquet.write_bytes(parquet.read_bytes()[:4] + b"\0" * 8 + parquet.read_bytes()[-8:])  # damaged
     with pytest.raises(CatalogError, match="cannot be parsed as parquet"):
         load_catalog(parquet, id_column="sku", text_columns=["name", "text"])
+
+
+def test_a_pipe_or_a_folder_given_as_an_input_is_named_for_what_it_is(tmp_path, tiny_model_path, capsys):
+    """A named pipe (what a shell's <(...) hands a command) and a folder, given as the catalog or
+    the annotations, to the loaders, to a command and to a recipe's preflight (issue #90: the
+    recipe called a pipe a folder, recommend and evaluate called it missing)."""
+    import os
+
+    from metricbert_trainer.cli import main
+    from metricbert_trainer.data.annotations import AnnotationError, load_annotations
+
+    pipe = tmp_path / "catalog.csv"
+    os.mkfifo(pipe)
+    with pytest.raises(
+        CatalogError, match=r"Catalog must be a regular file; .*catalog.csv is a pipe \(as a shell"
+    ):
+        load_catalog(pipe)
+    with pytest.raises(CatalogError, match=r"Catalog must be a file; .* is a folder"):
+        load_catalog(tmp_path)
+    catalog = load_catalog(pd.DataFrame({"id": ["a", "b"], "title": ["t", "u"], "description": ["d", "e"]}))
+    with pytest.raises(AnnotationError, match="Annotations must be a regular file; .* is a pipe"):
+        load_annotations(pipe, catalog)
+    assert main(["recommend", "--model", tiny_model_path, "--catalog", str(pipe), "--item", "a"]) == 1
+    assert "is a pipe (as a shell's <(...) gives), which can be read only once" in capsys.readouterr().err
+
+    from metricbert_trainer.errors import UsageError
+    from metricbert_trainer.metricbert.config import MetricBertConfig
+    from metricbert_trainer.scripts.arguments import DataArguments, ModelArguments, parse_recipe_args
+    from metricbert_trainer.scripts.preflight import check_recipe_arguments
+
+    flags = [
+        "--model_name_or_path",
+        tiny_model_path,
+        "--catalog",
+        str(pipe),
+        "--output_dir",
+        str(tmp_path / "o"),
+    ]
+    with pytest.raises(UsageError, match="catalog must be a regular file; .* is a pipe"):
+        check_recipe_arguments(*parse_recipe_args((ModelArguments, DataArguments, MetricBertConfig), flags))
