@@ -29,12 +29,17 @@ from pathlib import Path
 
 import numpy as np
 
-from metricbert_trainer.data.annotations import ON_UNMATCHED, AnnotationError, unmatched_listing
+from metricbert_trainer.data.annotations import (
+    ON_UNMATCHED,
+    POOL_SUFFIXES,
+    AnnotationError,
+    unmatched_listing,
+)
 from metricbert_trainer.data.catalog import Catalog, not_utf8_message
+from metricbert_trainer.data.input_files import input_file_problem
 
 logger = logging.getLogger(__name__)
 
-POOL_SUFFIXES = (".jsonl", ".qrels")
 FACET_SEPARATOR = "#"
 
 
@@ -83,8 +88,9 @@ def load_graded_pools(path: str | Path, catalog: Catalog, *, on_unmatched: str =
     if on_unmatched not in ON_UNMATCHED:
         raise ValueError(f"on_unmatched must be one of {ON_UNMATCHED}; got {on_unmatched!r}.")
     path = Path(path)
-    if not path.is_file():
-        raise AnnotationError(f"Judgment file not found: {path}.")
+    problem = input_file_problem(path, "judgments")
+    if problem:
+        raise AnnotationError(f"{problem[0].upper()}{problem[1:]}.")
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
     except UnicodeDecodeError as error:

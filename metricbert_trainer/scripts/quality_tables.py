@@ -45,14 +45,10 @@ from metricbert_trainer.data.catalog import Catalog, load_catalog
 from metricbert_trainer.data.graded_pools import GradedPools, is_pool_file, load_graded_pools
 from metricbert_trainer.data.lengths import data_driven_max_length
 from metricbert_trainer.evaluation.evaluator import evaluate_distance_rows
-from metricbert_trainer.evaluation.hybrid import DEFAULT_TFIDF_WEIGHT, with_tfidf
+from metricbert_trainer.evaluation.hybrid import with_tfidf
 from metricbert_trainer.evaluation.pool_metrics import POOL_METRICS, pool_rows, pool_scores
 from metricbert_trainer.evaluation.scorers import EncoderScorer, Scorer, TfidfScorer, load_encoder
-from metricbert_trainer.evaluation.shared_neighbours import (
-    DEFAULT_NEIGHBOURS,
-    DEFAULT_WEIGHT,
-    SharedNeighbourScorer,
-)
+from metricbert_trainer.evaluation.shared_neighbours import SharedNeighbourScorer
 from metricbert_trainer.publishing.markdown import markdown_table
 
 logger = logging.getLogger(__name__)
@@ -65,15 +61,20 @@ VIEWS = ("plain", "masked")
 TFIDF = "TF-IDF (per field)"
 ZERO_SHOT = "MiniLM zero-shot"
 TRAINED = "default recipe"
-# Each encoder is also ranked as the hybrid (evaluation.hybrid), then as evaluate and recommend rank
-# by default: the hybrid re-ranked by shared neighbours (evaluation.shared_neighbours).
-HYBRID = f" + TF-IDF {DEFAULT_TFIDF_WEIGHT:g}"
-RERANKED = f" + shared neighbours {DEFAULT_NEIGHBOURS}"
+# Each encoder is ranked alone, in the hybrid with TF-IDF (evaluation.hybrid) and in the hybrid
+# re-ranked by shared neighbours (evaluation.shared_neighbours), at these settings whatever the
+# defaults of evaluate and recommend are (docs/quality.md says which ranking is the default), so
+# that a row keeps its name and its meaning when a default changes.
+TABLE_TFIDF_WEIGHT = 0.3
+TABLE_NEIGHBOURS = 50
+TABLE_NEIGHBOUR_WEIGHT = 0.5
+HYBRID = f" + TF-IDF {TABLE_TFIDF_WEIGHT:g}"
+RERANKED = f" + shared neighbours {TABLE_NEIGHBOURS}"
 
 
 def ranked_as(model: str) -> tuple[str, ...]:
-    """The result rows' names of ``model``: alone, in the hybrid, re-ranked (when the default re-ranks)."""
-    return (model, fused(model), *((reranked(model),) if DEFAULT_NEIGHBOURS else ()))
+    """The result rows' names of ``model``: alone, in the hybrid, re-ranked."""
+    return (model, fused(model), reranked(model))
 
 
 # A ranking's suffix at any setting, so that rows written under earlier defaults are still
@@ -367,9 +368,8 @@ def encoder_rows(
     scorers = encoder_scorers(spec, benchmark, models_dir, views, models, with_start=with_start)
     for name, seed, view, scorer in scorers:
         catalog = {view: views[view]}
-        rankings = [scorer, with_tfidf(scorer)]
-        if DEFAULT_NEIGHBOURS:
-            rankings.append(SharedNeighbourScorer(rankings[1], DEFAULT_NEIGHBOURS, DEFAULT_WEIGHT))
+        hybrid = with_tfidf(scorer, TABLE_TFIDF_WEIGHT)
+        rankings = [scorer, hybrid, SharedNeighbourScorer(hybrid, TABLE_NEIGHBOURS, TABLE_NEIGHBOUR_WEIGHT)]
         for row_name, ranker in zip(ranked_as(name), rankings, strict=True):
             yield from score_rows(benchmark, catalog, annotations, row_name, ranker, seed)
 

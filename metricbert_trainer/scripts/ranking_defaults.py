@@ -35,6 +35,7 @@ from functools import partial
 from pathlib import Path
 
 import numpy as np
+from scipy.stats import wilcoxon
 
 from metricbert_trainer.evaluation.hybrid import DEFAULT_TFIDF_WEIGHT, with_tfidf
 from metricbert_trainer.evaluation.shared_neighbours import (
@@ -228,6 +229,34 @@ def benchmark_table(by_setting: Gains, allowed: Gains, settings: Sequence[Settin
     )
 
 
+def paired_pools_table(rows: Sequence[dict], settings: Sequence[Setting]) -> str:
+    """Per expert-judged case and each of ``settings``: the paired per-pool MAP and NDCG%20
+    differences from the encoder alone (each pool's value averaged over training seeds), as mean ±
+    standard error, the pools each way, and the Wilcoxon signed-rank test's two-sided p (scipy)."""
+    pools = paired_pool_values(rows)
+    body = []
+    for setting in settings:
+        for (chosen, case), values in pools.items():
+            if chosen != setting or setting == ALONE:
+                continue
+            cells = []
+            for metric in ("map", "ndcg%20"):
+                differences = values[metric] - pools[(ALONE, case)][metric]
+                error = np.std(differences, ddof=1) / np.sqrt(len(differences))
+                changed = differences[differences != 0]
+                p_value = wilcoxon(changed).pvalue if len(changed) else 1.0
+                cells += [
+                    f"{differences.mean():+.2f} ± {error:.2f}",
+                    f"{(differences > 0).sum()} / {(differences < 0).sum()}",
+                    f"{p_value:.3f}",
+                ]
+            body.append([case[0], case[2], describe(setting), *cells])
+    headers = ["benchmark", "encoder", "ranking"]
+    for metric in ("MAP", "NDCG%20"):
+        headers += [f"{metric} paired gain", f"{metric} pools up / down", f"{metric} Wilcoxon p"]
+    return markdown_table(headers, body, "lll" + "r" * 6)
+
+
 def describe(setting: Setting) -> str:
     """A setting in words."""
     tfidf_weight, count, weight = setting
@@ -260,6 +289,7 @@ def main(argv: list[str] | None = None) -> None:
         f"Dev judgments; gain over the encoder alone, mean and smallest over {cases} (benchmark, view, encoder) "
         f"cases, and how many (case, metric) pairs each setting harms beyond the noise allowance; produced by "
         f"`{COMMAND}`:\n\n{table(by_setting, allowed)}\n\nBy benchmark:\n\n"
-        f"{benchmark_table(by_setting, allowed, shown)}\n\nChosen: {describe(choice)} "
+        f"{benchmark_table(by_setting, allowed, shown)}\n\nThe expert-graded pools, pool by pool:\n\n"
+        f"{paired_pools_table(rows, shown)}\n\nChosen: {describe(choice)} "
         f"(the library's defaults: {describe(current())})."
     )

@@ -107,3 +107,11 @@ def test_a_qrels_line_of_other_than_four_fields_is_named(catalog, tmp_path):
     path.write_text("q1 0 a 1\nq1 a 1\n", encoding="utf-8")
     with pytest.raises(AnnotationError, match="line 2: a qrels line has 4 fields"):
         load_graded_pools(path, catalog)
+
+
+def test_a_command_that_ranks_from_seeds_names_what_a_pool_file_is_for(catalog, tmp_path):
+    from metricbert_trainer.data.annotations import load_annotations
+
+    path = write_jsonl(tmp_path / "pools.jsonl", POOLS)
+    with pytest.raises(AnnotationError, match="ranked pool by pool by `metricbert evaluate`"):
+        load_annotations(path, catalog)
