@@ -347,8 +347,21 @@ def pools_table(label: str, scores: PoolScores) -> str:
 
 
 def load_cli_catalog(args: argparse.Namespace) -> Catalog:
+    """The command's catalog. A catalog too small for ``--shared-neighbours`` (every item's list
+    would hold every other item) turns the re-ranking off here, once, with a warning, so that the
+    ranking, its label and the results file all say what ranks the items."""
     id_column = args.id_column or None  # --id-column "" numbers the rows
-    return load_catalog(args.catalog, id_column=id_column, text_columns=args.text_columns)
+    catalog = load_catalog(args.catalog, id_column=id_column, text_columns=args.text_columns)
+    neighbours = getattr(args, "shared_neighbours", 0)
+    if neighbours and neighbours >= len(catalog) - 1:
+        logger.warning(
+            "%d items are too few for %d shared neighbours each: ranking without the re-ranking "
+            "(as --shared-neighbours 0 does).",
+            len(catalog),
+            neighbours,
+        )
+        args.shared_neighbours = 0
+    return catalog
 
 
 def model_paths(args: argparse.Namespace) -> list[str]:

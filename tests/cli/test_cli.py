@@ -260,6 +260,26 @@ def test_recommend_lists_neighbours_without_the_item(files, tiny_model_path, cap
     assert len(rows) == 5 and all(row.split(" | ")[1] != "7" for row in rows)
 
 
+def test_a_catalog_too_small_for_the_re_ranking_is_ranked_and_labelled_without_it(
+    files, tiny_model_path, tmp_path, capsys, caplog
+):
+    """60 items and 59 shared neighbours each: every list would hold every item. The warning, the
+    printed labels and the results file all say the ranking is not re-ranked (issue #90: the
+    labels said it was)."""
+    common = ["--model", tiny_model_path, "--catalog", str(files / "wines.csv"), "--shared-neighbours", "59"]
+    assert main(["recommend", *common, "--item", "7", "--top-k", "3"]) == 0
+    header = capsys.readouterr().out.splitlines()[0]
+    assert "fused with TF-IDF" in header and "shared neighbours" not in header
+    output = tmp_path / "metrics.json"
+    assert (
+        main(["evaluate", *common, "--annotations", str(files / "annotations.csv"), "--output", str(output)])
+        == 0
+    )
+    assert "shared neighbours" not in capsys.readouterr().out
+    assert json.loads(output.read_text())["shared_neighbours"] == 0
+    assert "60 items are too few for 59 shared neighbours each: ranking without the re-ranking" in caplog.text
+
+
 HOSTILE_TITLES = [
     "Red \x1b[31mwine\x1b[0m \x1b[2J",  # colour, clear screen
     "\x1b]0;owned\x07 Window title",  # OSC 0 with BEL
