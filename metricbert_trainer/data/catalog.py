@@ -9,6 +9,7 @@ column when something is wrong, and skips empty texts with a count unless asked 
 from __future__ import annotations
 
 import logging
+import unicodedata
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -220,6 +221,11 @@ def read_catalog_file(path: Path, kind: str | None = None) -> pd.DataFrame:
         raise CatalogError(
             f"{path}: unsupported catalog format {path.suffix!r}; use one of {sorted(SUPPORTED_SUFFIXES)}."
         )
+    if kind == "csv" and _looks_tab_separated(path):
+        raise CatalogError(
+            f"{path}: this looks tab-separated (its first line has more tab-separated fields than "
+            "comma-separated ones): name it .tsv, or write it with commas."
+        )
     try:
         if kind in ("csv", "tsv"):
             return read_csv_strings(path, sep="\t" if kind == "tsv" else ",")
@@ -231,6 +237,13 @@ def read_catalog_file(path: Path, kind: str | None = None) -> pd.DataFrame:
     # TypeError: a JSONL line that is not an object; OSError: pyarrow on a damaged Parquet file.
     except (ValueError, TypeError, OSError, pd.errors.ParserError) as error:
         raise CatalogError(f"{path}: cannot be parsed as {kind}: {error}") from error
+
+
+def _looks_tab_separated(path: Path) -> bool:
+    """Whether the header of a file named .csv splits into more fields at tabs than at commas."""
+    with open(path, encoding="utf-8", errors="replace") as handle:
+        header = handle.readline()
+    return header.count("\t") > header.count(",")
 
 
 def read_csv_strings(path: Path, sep: str) -> pd.DataFrame:
@@ -293,7 +306,14 @@ def _text_or_none(value: object) -> str | None:
     if pd.api.types.is_scalar(value) and pd.isna(value):
         return None
     text = str(value).strip()
-    return text or None
+    return None if _shows_nothing(text) else text
+
+
+def _shows_nothing(text: str) -> bool:
+    """Whether ``text`` holds no visible character: only white space and format characters
+    (zero-width spaces and joiners, U+FEFF, direction marks), which a title made of them hides:
+    such a text is as empty as a blank one, and two of them would rank as each other's twins."""
+    return all(character.isspace() or unicodedata.category(character) == "Cf" for character in text)
 
 
 def _holds_strings(column: pd.Series) -> bool:
@@ -308,7 +328,11 @@ def _texts_or_none(column: pd.Series) -> pd.Series:
     if not _holds_strings(column):
         return column.map(_text_or_none)  # numbers, bytes, lists: str() of each, as ever
     texts = column.str.strip()
-    return texts.where(texts.notna() & texts.ne(""))
+    shown = texts.notna() & texts.ne("")
+    # Only a text beyond ASCII can hold format characters alone (``_shows_nothing``).
+    wide = shown & ~texts.str.isascii().fillna(True).astype(bool)
+    shown[wide] = ~texts[wide].map(_shows_nothing).astype(bool)
+    return texts.where(shown)
 
 
 def _id_or_none(value: object) -> str | None:

@@ -199,3 +199,35 @@ def test_a_pipe_or_a_folder_given_as_an_input_is_named_for_what_it_is(tmp_path, 
     ]
     with pytest.raises(UsageError, match="catalog must be a regular file; .* is a pipe"):
         check_recipe_arguments(*parse_recipe_args((ModelArguments, DataArguments, MetricBertConfig), flags))
+
+
+def test_a_tab_separated_file_named_csv_is_told_to_be_named_tsv(tmp_path):
+    """Issue #90: pandas said "Expected 5 fields in line 6, saw 7", or the loader asked for
+    id_column and text_columns; the file is simply tab-separated. A comma in a text does not
+    mislead it, and the same file named .tsv loads."""
+    rows = ["id\ttitle\tdescription", "1\tA, red\tDry, firm", "2\tB\tSoft, round, ripe"]
+    path = tmp_path / "items.csv"
+    path.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    with pytest.raises(CatalogError, match=r"items.csv: this looks tab-separated .*: name it .tsv"):
+        load_catalog(path)
+    assert load_catalog(path.rename(tmp_path / "items.tsv")).ids == ["1", "2"]
+
+
+def test_a_text_of_format_characters_alone_is_empty(tmp_path, caplog):
+    """Titles of zero-width characters only (U+200B, U+200D, U+FEFF) ranked as each other's
+    twins (issue #90); like blank ones they are skipped with the same warning. A title that holds
+    one beside visible text keeps it."""
+    frame = pd.DataFrame(
+        {
+            "id": ["a", "b", "c", "d", "e"],
+            "title": ["\u200b\u200d", " \ufeff ", "Rosé\u200b wine", "   ", "Plain"],
+            "description": ["one", "two", "three", "four", "five"],
+        }
+    )
+    path = tmp_path / "items.csv"
+    frame.to_csv(path, index=False)
+    for source in (path, frame.astype(object).assign(title=[*frame.title[:4], 7])):
+        catalog = load_catalog(source)
+        assert catalog.ids == ["c", "e"]
+        assert catalog.texts("title")[0] == "Rosé\u200b wine"
+    assert "skipping 3 items with an empty 'title'" in caplog.text
