@@ -45,6 +45,23 @@ def consolidate_zero_checkpoint(
     the partitions as pickles, and unpickling a file can run any code it names, so
     ``allow_pickle`` must say that the checkpoint comes from a trusted run.
     """
+    checkpoint_dir, output_dir = Path(checkpoint_dir), Path(output_dir)
+    # What the folder is comes first: asking to trust the pickles of a folder that is missing, or
+    # holds no DeepSpeed checkpoint, would send the user to the wrong fix.
+    if not checkpoint_dir.is_dir():
+        raise FileNotFoundError(
+            f"{checkpoint_dir} is not a folder"
+            + ("" if checkpoint_dir.exists() else " (it does not exist)")
+            + ": name a Trainer checkpoint of a DeepSpeed ZeRO run (checkpoint-N)."
+        )
+    step_folder = checkpoint_dir / tag if tag is not None else None
+    if tag is None and not (checkpoint_dir / "latest").is_file():
+        raise FileNotFoundError(
+            f"{checkpoint_dir} is not a DeepSpeed checkpoint: it has no 'latest' file naming its "
+            "global_step folder (name one with --tag, or tag= in Python)."
+        )
+    if step_folder is not None and not step_folder.is_dir():
+        raise FileNotFoundError(f"{checkpoint_dir} has no step folder {tag!r} (--tag).")
     if not allow_pickle:
         raise PermissionError(
             f"{checkpoint_dir}: DeepSpeed's partition files are pickles, and reading a pickle can run any code. "
@@ -56,12 +73,6 @@ def consolidate_zero_checkpoint(
         raise ImportError(
             "Consolidating a ZeRO checkpoint needs DeepSpeed: pip install deepspeed."
         ) from error
-    checkpoint_dir, output_dir = Path(checkpoint_dir), Path(output_dir)
-    if tag is None and not (checkpoint_dir / "latest").is_file():
-        raise FileNotFoundError(
-            f"{checkpoint_dir} is not a DeepSpeed checkpoint: it has no 'latest' file naming its "
-            "global_step folder (name one with --tag, or tag= in Python)."
-        )
     state_dict = get_fp32_state_dict_from_zero_checkpoint(str(checkpoint_dir), tag=tag)
     model = AutoModelForMaskedLM.from_config(
         AutoConfig.from_pretrained(masked_lm_location(str(checkpoint_dir)))

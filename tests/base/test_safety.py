@@ -70,6 +70,7 @@ def test_checkpoint_code_runs_only_when_trusted(tiny_model_path, tmp_path):
 
 
 def test_consolidating_deepspeed_pickles_needs_permission(tmp_path):
+    (tmp_path / "latest").write_text("global_step1", encoding="utf-8")
     with pytest.raises(PermissionError, match="allow-pickle"):
         consolidate_zero_checkpoint(tmp_path, tmp_path / "out")
 

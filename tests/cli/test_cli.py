@@ -719,10 +719,17 @@ def test_errors_are_reported_not_raised(files, tiny_model_path, tmp_path, capsys
         == 1
     )
     assert "Nothing to compare" in capsys.readouterr().err
-    assert main(["consolidate", tiny_model_path, str(tmp_path / "merged")]) == 1
+    # What the folder is comes before the pickles' permission (issue #90).
+    assert main(["consolidate", str(tmp_path / "missing"), str(tmp_path / "merged"), "--allow-pickle"]) == 1
+    assert "missing is not a folder (it does not exist)" in capsys.readouterr().err
+    for flags in ([], ["--allow-pickle"]):
+        assert main(["consolidate", tiny_model_path, str(tmp_path / "merged"), *flags]) == 1
+        assert "is not a DeepSpeed checkpoint" in capsys.readouterr().err
+    checkpoint = tmp_path / "checkpoint-2"
+    (checkpoint / "global_step2").mkdir(parents=True)
+    (checkpoint / "latest").write_text("global_step2", encoding="utf-8")
+    assert main(["consolidate", str(checkpoint), str(tmp_path / "merged")]) == 1
     assert "--allow-pickle" in capsys.readouterr().err
-    assert main(["consolidate", tiny_model_path, str(tmp_path / "merged"), "--allow-pickle"]) == 1
-    assert "is not a DeepSpeed checkpoint" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(
