@@ -464,6 +464,11 @@ class MetricBertConfig(CatalogTrainerConfig):
             raise ValueError(
                 "mlm_head_warmup_steps warms the head up for the MLM term: set mlm_weight > 0 too."
             )
+        if self.per_device_train_batch_size < 1:
+            # Named for itself first: the neighbourhoods' rule below would blame batch_neighbourhood_size.
+            raise ValueError(
+                f"per_device_train_batch_size must be >= 1; got {self.per_device_train_batch_size}."
+            )
         if (
             self.batch_neighbourhood_size == 1
             or self.batch_neighbourhood_size > self.per_device_train_batch_size

@@ -53,6 +53,7 @@ def test_valid_arguments_pass(files):
         ("--max_grad_norm", "-1", "max_grad_norm must be >= 0.0"),
         ("--num_train_epochs", "0", "num_train_epochs must be > 0 (or max_steps > 0)"),
         ("--max_steps", "0", "max_steps must be > 0 to cap the run, or -1 (the default) to train"),
+        ("--per_device_train_batch_size", "0", "per_device_train_batch_size must be >= 1; got 0"),
         ("--max_steps", "-5", "max_steps must be > 0 to cap the run, or -1 (the default) to train"),
         ("--seed", "-3", "seed must be >= 0 and < 4294967296; got -3"),
         ("--logging_steps", "-2", "logging_steps must be > 0.0; got -2"),
