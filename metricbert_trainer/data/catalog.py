@@ -8,6 +8,7 @@ column when something is wrong, and skips empty texts with a count unless asked 
 
 from __future__ import annotations
 
+import json
 import logging
 import unicodedata
 from collections import Counter
@@ -236,7 +237,27 @@ def read_catalog_file(path: Path, kind: str | None = None) -> pd.DataFrame:
         raise CatalogError(not_utf8_message(path, error)) from error
     # TypeError: a JSONL line that is not an object; OSError: pyarrow on a damaged Parquet file.
     except (ValueError, TypeError, OSError, pd.errors.ParserError) as error:
+        where = _first_bad_json_line(path) if kind == "jsonl" else None
+        if where:
+            raise CatalogError(f"{path}: line {where[0]} is not a JSON object ({where[1]}).") from error
         raise CatalogError(f"{path}: cannot be parsed as {kind}: {error}") from error
+
+
+def _first_bad_json_line(path: Path) -> tuple[int, str] | None:
+    """The first line of a JSON-lines file that is not a JSON object, and why: pandas names a
+    byte position, which no editor shows."""
+    with open(path, encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                value = json.loads(line)
+            except ValueError as error:
+                return number, str(error)
+            if not isinstance(value, dict):
+                kinds = {list: "an array", str: "a string", bool: "true or false", type(None): "null"}
+                return number, kinds.get(type(value), "a number")
+    return None
 
 
 def _looks_tab_separated(path: Path) -> bool:

@@ -152,7 +152,7 @@ def test_first_row_with_more_fields_than_the_header_is_an_error(tmp_path):
 def test_unreadable_jsonl_and_parquet_are_catalog_errors(tmp_path):
     jsonl = tmp_path / "items.jsonl"
     jsonl.write_text(json.dumps(ITEMS[0]) + "\nnull\n", encoding="utf-8")
-    with pytest.raises(CatalogError, match="cannot be parsed as jsonl"):
+    with pytest.raises(CatalogError, match=r"items.jsonl: line 2 is not a JSON object \(null\)"):
         load_catalog(jsonl, id_column="sku", text_columns=["name", "text"])
     parquet = tmp_path / "items.parquet"
     pd.DataFrame(ITEMS).to_parquet(parquet)
@@ -231,3 +231,14 @@ def test_a_text_of_format_characters_alone_is_empty(tmp_path, caplog):
         assert catalog.ids == ["c", "e"]
         assert catalog.texts("title")[0] == "Rosé\u200b wine"
     assert "skipping 3 items with an empty 'title'" in caplog.text
+
+
+def test_a_malformed_json_line_is_named_by_its_line(tmp_path):
+    path = tmp_path / "items.jsonl"
+    lines = ['{"id": 1, "title": "a", "description": "b"}', "", '{"id": 2, "title": "c", "description": }']
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    with pytest.raises(CatalogError, match=r"items.jsonl: line 3 is not a JSON object \(Expecting value"):
+        load_catalog(path)
+    path.write_text('{"id": 1, "title": "a", "description": "b"}\n[1, 2]\n', encoding="utf-8")
+    with pytest.raises(CatalogError, match=r"line 2 is not a JSON object \(an array\)"):
+        load_catalog(path)
