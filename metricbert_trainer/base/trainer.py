@@ -337,7 +337,7 @@ class CatalogTrainer(StagedCheckpoints, Trainer):
         if self.sentence_encoder and has_masked_lm_checkpoint(folder):
             # The encoder on top for AutoModel and SentenceTransformer, the masked-LM model in masked_lm/
             # (a tagger stays whole at the top, where pipeline("token-classification") reads it).
-            split_encoder_and_masked_lm(folder)
+            split_encoder_and_masked_lm(folder, start=self.model.name_or_path)
         (folder / PICKLED_TRAINING_ARGUMENTS_FILE).unlink(missing_ok=True)
         (folder / TRAINING_ARGUMENTS_FILE).write_text(self.args.to_json_string(), encoding="utf-8")
         self.write_publishing_files(folder)

@@ -36,9 +36,13 @@ def has_masked_lm_checkpoint(folder: str | Path) -> bool:
     )
 
 
-def split_encoder_and_masked_lm(folder: str | Path) -> None:
+def split_encoder_and_masked_lm(folder: str | Path, start: str | Path | None = None) -> None:
     """Turns a folder where ``save_pretrained`` wrote a masked-LM model into the layout above:
-    its model files move to ``masked_lm/`` and the encoder is written at the top."""
+    its model files move to ``masked_lm/`` and the encoder is written at the top.
+
+    The encoder's weights that the masked-LM model lacks (BERT's pooler, which mean pooling never
+    trains) are the ``start`` folder's own when it has them, so a user reading ``pooler_output``
+    gets the layer the starting model shipped, not one drawn at random on save."""
     folder = Path(folder)
     masked_lm = folder / MASKED_LM_FOLDER
     if masked_lm.exists():
@@ -54,6 +58,10 @@ def split_encoder_and_masked_lm(folder: str | Path) -> None:
     weights = {name.removeprefix(prefix): tensor for name, tensor in _read_weights(masked_lm).items()}
     if not weights.keys() & encoder.state_dict().keys():
         raise ValueError(f"{masked_lm} holds none of {type(encoder).__name__}'s weights.")
+    missing = encoder.state_dict().keys() - weights.keys()
+    if start is not None and missing and Path(start).is_dir() and Path(start).resolve() != folder.resolve():
+        kept = {name.removeprefix(prefix): tensor for name, tensor in _read_weights(Path(start)).items()}
+        weights |= {name: tensor for name, tensor in kept.items() if name in missing}
     encoder.load_state_dict(weights, strict=False)
     encoder.config.architectures = [type(encoder).__name__]
     encoder.save_pretrained(folder)
