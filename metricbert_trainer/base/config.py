@@ -184,9 +184,10 @@ class CatalogTrainerConfig(TrainingArguments):
     overwrite_output_dir: bool = field(
         default=False,
         metadata={
-            "help": "Write into an output_dir that already holds files: an earlier run's are removed first (its "
-            "checkpoints and plots too), other files are replaced where the run writes the same names. Without it "
-            "such a folder is refused, unless resume_from_checkpoint continues the earlier run in it."
+            "help": "Write into an output_dir that already holds files: what an earlier run wrote there is removed "
+            "first (its checkpoints and plots too; never a file this run reads, nor one the earlier run did not "
+            "write), other files are replaced where the run writes the same names. Without it such a folder is "
+            "refused, unless resume_from_checkpoint continues the earlier run in it."
         },
     )
     allow_pickled_checkpoints: bool = field(

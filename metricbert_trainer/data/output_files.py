@@ -8,20 +8,24 @@ must lose nothing. Every command and recipe that writes asks here first, before 
   ``metricbert`` commands, ``overwrite_output_dir`` in a recipe), and the refusal names the file;
 - a recipe's output folder must be empty, or hold an earlier run (this library's run lock,
   ``RUN_LOCK_FILE``, or a copied ``checkpoint-N``) that the recipe resumes
-  (``resume_from_checkpoint``) or, with
-  ``overwrite_output_dir``, replaces whole, so no checkpoint or plot of the earlier run is left
-  beside the new model. Files of a folder no run of this library wrote are replaced one by one by
-  the files the run writes, and only with ``overwrite_output_dir``; the others stay.
+  (``resume_from_checkpoint``) or, with ``overwrite_output_dir``, replaces: what that run wrote
+  (its manifest, ``RUN_MANIFEST_FILE``) is removed first, so no checkpoint or plot of it is left
+  beside the new model, and nothing else is: not a file the new run reads (its catalog, its
+  annotations, its starting model), not a file a user put there. Files of a folder no run of
+  this library wrote are replaced one by one by the files the run writes, and only with
+  ``overwrite_output_dir``; the others stay.
 
 The embedding cache has its own rule (``evaluation.encoding``): it replaces only embedding caches.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import shutil
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 from metricbert_trainer.errors import UsageError
@@ -32,6 +36,12 @@ logger = logging.getLogger(__name__)
 # mark of a folder a run of this library wrote. Leading underscore: transformers leaves "_*" out
 # of what it uploads to the Hub.
 RUN_LOCK_FILE = "_run.lock"
+# Which top-level entries of a run's output folder the run wrote (JSON), kept beside the lock: from
+# the run's start the entries that were there before it ("not_written"), at its end the entries it
+# wrote ("written"). A later run told to overwrite the folder removes what the run wrote, or, after
+# a run killed midway, every entry that was not there before it; nothing else.
+RUN_MANIFEST_FILE = "_run.files.json"
+RUN_FILES = (RUN_LOCK_FILE, RUN_MANIFEST_FILE)
 # How many of a folder's entries a message lists before it counts the rest.
 LISTED_ENTRIES = 5
 
@@ -117,11 +127,15 @@ def output_folder_content_problems(output_dir: str | Path, *, overwrite: bool, r
     ]
 
 
-def clear_earlier_run(output_dir: str | Path, *, earlier_run: bool) -> None:
-    """Removes everything an earlier run of this library left in ``output_dir`` (its run lock
-    excepted), so a run told to overwrite it leaves no stale checkpoint or plot; a folder that no
-    run of this library wrote (``earlier_run``: ``is_earlier_run`` before this run took its lock)
-    is left as it is, its same-named files replaced as the run writes them."""
+def clear_earlier_run(
+    output_dir: str | Path, *, earlier_run: bool, reads: Iterable[str | Path | None] = ()
+) -> None:
+    """Removes what an earlier run of this library wrote in ``output_dir`` (every entry its
+    manifest does not name as not its own; every entry for a run older than manifests), so a run
+    told to overwrite it leaves no stale checkpoint or plot. An entry that is, or holds, a file of
+    ``reads`` (what the new run reads) is kept. A folder that no run of this library wrote
+    (``earlier_run``: ``is_earlier_run`` before this run took its lock) is left as it is, its
+    same-named files replaced as the run writes them."""
     folder = Path(output_dir)
     entries = earlier_entries(folder)
     if not entries:
@@ -134,12 +148,80 @@ def clear_earlier_run(output_dir: str | Path, *, earlier_run: bool) -> None:
             listed(entries),
         )
         return
+    manifest = read_manifest(folder)
+    read = {identity for path in reads if path for identity in _read_identities(Path(path))}
+    removed, kept_inputs = [], []
     for entry in entries:
+        if manifest is not None and not manifest.wrote(entry.name):
+            continue
+        if any(_identity(entry) == path or _identity(entry) in path.parents for path in read):
+            kept_inputs.append(entry)
+            continue
         if entry.is_dir() and not entry.is_symlink():
             shutil.rmtree(entry)
         else:
             entry.unlink()
-    logger.info("overwrite_output_dir: removed the earlier run's %d entries from %s.", len(entries), folder)
+        removed.append(entry)
+    (folder / RUN_MANIFEST_FILE).unlink(missing_ok=True)
+    logger.info("overwrite_output_dir: removed the earlier run's %d entries from %s.", len(removed), folder)
+    if kept_inputs:
+        logger.info("overwrite_output_dir: kept %s, which this run reads.", listed(kept_inputs))
+    others = [entry for entry in entries if entry not in removed and entry not in kept_inputs]
+    if others:
+        logger.info("overwrite_output_dir: kept %s, which the earlier run did not write.", listed(others))
+
+
+@dataclass(frozen=True)
+class RunManifest:
+    """What a run recorded of its folder: the entries there before it, and the entries it wrote
+    (``None`` until it ends)."""
+
+    not_written: frozenset[str]
+    written: frozenset[str] | None
+
+    def wrote(self, name: str) -> bool:
+        """Whether the run wrote the entry ``name``: as it recorded at its end, or, for a run that
+        never reached its end, every entry that was not there before it."""
+        return name in self.written if self.written is not None else name not in self.not_written
+
+
+def read_manifest(folder: Path) -> RunManifest | None:
+    """``folder``'s manifest, or ``None`` without one (a run of this library older than manifests)."""
+    try:
+        content = json.loads((folder / RUN_MANIFEST_FILE).read_text(encoding="utf-8"))
+        written = content["written"]
+        return RunManifest(frozenset(content["not_written"]), None if written is None else frozenset(written))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def record_run_start(folder: Path) -> None:
+    """The manifest at a run's start: the entries already in ``folder`` are not the run's, and the
+    entries an earlier part of the same run wrote (a resumed run) stay its own."""
+    earlier = read_manifest(folder)
+    present = {entry.name for entry in earlier_entries(folder)}
+    written = set() if earlier is None else {name for name in present if earlier.wrote(name)}
+    _write_manifest(folder, RunManifest(frozenset(present - written), None))
+
+
+def record_run_end(folder: Path, *, started_ns: int) -> None:
+    """The manifest at a run's end: every entry that was not there before it, or that it changed
+    (modified since ``started_ns``: a user's README.md replaced by the card), is the run's."""
+    manifest = read_manifest(folder) or RunManifest(frozenset(), None)
+    written = {
+        entry.name
+        for entry in earlier_entries(folder)
+        if entry.name not in manifest.not_written or entry.lstat().st_mtime_ns >= started_ns
+    }
+    _write_manifest(folder, RunManifest(manifest.not_written - written, frozenset(written)))
+
+
+def _write_manifest(folder: Path, manifest: RunManifest) -> None:
+    content = {
+        "not_written": sorted(manifest.not_written),
+        "written": None if manifest.written is None else sorted(manifest.written),
+    }
+    (folder / RUN_MANIFEST_FILE).write_text(json.dumps(content, indent=1) + "\n", encoding="utf-8")
 
 
 def is_earlier_run(folder: Path) -> bool:
@@ -154,10 +236,10 @@ def holds_checkpoints(folder: Path) -> bool:
 
 
 def earlier_entries(folder: Path) -> list[Path]:
-    """The entries of ``folder`` besides the run lock, sorted; none when it does not exist."""
+    """The entries of ``folder`` besides the run lock and manifest, sorted; none when it does not exist."""
     if not folder.is_dir():
         return []
-    return sorted(entry for entry in folder.iterdir() if entry.name != RUN_LOCK_FILE)
+    return sorted(entry for entry in folder.iterdir() if entry.name not in RUN_FILES)
 
 
 def listed(entries: list[Path]) -> str:

@@ -18,7 +18,8 @@ import contextlib
 import fcntl
 import os
 import shutil
-from collections.abc import Iterator
+import time
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from metricbert_trainer.data.output_files import (
@@ -26,17 +27,24 @@ from metricbert_trainer.data.output_files import (
     clear_earlier_run,
     earlier_entries,
     is_earlier_run,
+    record_run_end,
+    record_run_start,
 )
 from metricbert_trainer.errors import UsageError
 
 
 @contextlib.contextmanager
 def output_folder_lock(
-    output_dir: str | Path, holder: bool = True, overwrite: bool = False
+    output_dir: str | Path,
+    holder: bool = True,
+    overwrite: bool = False,
+    reads: Sequence[str | Path | None] = (),
 ) -> Iterator[None]:
     """Holds ``output_dir``'s run lock for the ``with`` block; raises ``UsageError`` when another
     run holds it. ``holder=False`` (every process but a launch's first) takes no lock.
-    ``overwrite``: clear an earlier run's files once the lock is held (``clear_earlier_run``)."""
+    ``overwrite``: clear an earlier run's files once the lock is held (``clear_earlier_run``),
+    never one of ``reads``, the files the run reads. The folder's manifest names the entries the
+    run did not write, from its start (``record_run_start``) to its end (``record_run_end``)."""
     if not holder:
         yield
         return
@@ -59,12 +67,17 @@ def output_folder_lock(
         handle.write(f"pid {os.getpid()}")
         handle.flush()
         if overwrite:
-            clear_earlier_run(folder, earlier_run=earlier_run)
+            clear_earlier_run(folder, earlier_run=earlier_run, reads=reads)
+        started_ns = time.time_ns()
+        record_run_start(folder)
         try:
             yield
         except BaseException:
             if created and not earlier_entries(folder):
                 shutil.rmtree(folder, ignore_errors=True)
+                raise
+            record_run_end(folder, started_ns=started_ns)
             raise
+        record_run_end(folder, started_ns=started_ns)
     finally:
         handle.close()

@@ -66,9 +66,41 @@ def check_recipe_arguments(
         *input_file_problems(data_args),
         *model_path_problems(model_args.model_name_or_path),
         *output_folder_problems(training_args),
+        *starting_model_problems(model_args, training_args),
         *resume_problems(training_args),
     ]
     raise_problems(problems)
+
+
+def files_read(model_args, data_args, training_args: TrainingArguments) -> list[str]:
+    """The files and folders a run reads: its catalog, annotations or tagged catalog, its starting
+    model's folder (a local one) and the checkpoint it resumes from (a named one). No removal of an
+    earlier run may touch them (``output_lock``)."""
+    named = [getattr(data_args, name, None) for name in ("catalog", "annotations", "tagged_catalog")]
+    model = resolve_model_name(model_args.model_name_or_path)
+    resume = training_args.resume_from_checkpoint
+    named += [
+        model if Path(model).exists() else None,
+        resume if isinstance(resume, str) and resume != "last" else None,
+    ]
+    return [str(path) for path in named if path]
+
+
+def starting_model_problems(model_args, training_args: TrainingArguments) -> list[str]:
+    """A run writes its model into ``output_dir``: a starting model in that folder would be
+    written over by the model trained from it."""
+    model = Path(resolve_model_name(model_args.model_name_or_path)).expanduser()
+    output_dir = Path(training_args.output_dir or ".").expanduser()
+    if not model.exists() or not training_args.output_dir:
+        return []
+    model, output_dir = model.resolve(), output_dir.resolve()
+    if model == output_dir or output_dir in model.parents:
+        return [
+            f"output_dir {training_args.output_dir} holds the model the run starts from (model_name_or_path "
+            f"{model_args.model_name_or_path}), which the trained model would be written over: name another "
+            "output_dir, or copy the starting model elsewhere first"
+        ]
+    return []
 
 
 def check_tagging_arguments(model_args, data_args, training_args: TrainingArguments) -> None:
@@ -82,6 +114,7 @@ def check_tagging_arguments(model_args, data_args, training_args: TrainingArgume
             *filter(None, [input_file_problem(data_args.tagged_catalog, "tagged_catalog")]),
             *model_path_problems(model_args.model_name_or_path),
             *output_folder_problems(training_args),
+            *starting_model_problems(model_args, training_args),
             *resume_problems(training_args),
         ]
     )

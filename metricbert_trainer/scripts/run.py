@@ -24,6 +24,7 @@ from metricbert_trainer.errors import report_usage_errors
 from metricbert_trainer.publishing.model_card import ModelCardInfo
 from metricbert_trainer.scripts.arguments import ModelArguments
 from metricbert_trainer.scripts.output_lock import output_folder_lock
+from metricbert_trainer.scripts.preflight import files_read
 
 logger = logging.getLogger(__name__)
 
@@ -82,6 +83,7 @@ def run_training(
         training_args.output_dir,
         holder=training_args.process_index == 0,
         overwrite=training_args.overwrite_output_dir,
+        reads=files_read(model_args, data_args, training_args),
     ):
         configure_logging(training_args)
         warn_if_cores_idle(training_args)

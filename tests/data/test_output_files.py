@@ -17,7 +17,11 @@ from conftest import QUICK_RUN, REPO_ROOT, WINES_CSV, flags
 
 from metricbert_trainer.cli import main as metricbert
 from metricbert_trainer.data.catalog import load_catalog
-from metricbert_trainer.data.output_files import RUN_LOCK_FILE, output_folder_content_problems
+from metricbert_trainer.data.output_files import (
+    RUN_LOCK_FILE,
+    RUN_MANIFEST_FILE,
+    output_folder_content_problems,
+)
 from metricbert_trainer.errors import UsageError
 from metricbert_trainer.evaluation.encoding import encode_catalog
 from metricbert_trainer.evaluation.scorers import load_encoder
@@ -181,19 +185,21 @@ def test_the_caches_beside_the_embeddings_are_read_back_and_replace_only_such_ca
 
 
 def _recipe(tiny_model_path, files, output_dir, **options) -> list[str]:
-    return flags(
-        model_name_or_path=tiny_model_path,
-        catalog=files / "wines.csv",
-        annotations="",
-        output_dir=output_dir,
-        save_strategy="no",
-        eval_strategy="no",
-        mlm_head_warmup_steps=0,
-        report_to="none",
-        disable_tqdm="true",
-        **{**QUICK_RUN, "max_train_items": 32, "max_steps": 1},
-        **options,
-    )
+    settings = {
+        "model_name_or_path": tiny_model_path,
+        "catalog": files / "wines.csv",
+        "annotations": "",
+        "output_dir": output_dir,
+        "save_strategy": "no",
+        "eval_strategy": "no",
+        "mlm_head_warmup_steps": 0,
+        "report_to": "none",
+        "disable_tqdm": "true",
+        **QUICK_RUN,
+        "max_train_items": 32,
+        "max_steps": 1,
+    }
+    return flags(**(settings | options))
 
 
 def test_a_users_folder_is_refused_before_the_model_loads(files, tmp_path):
@@ -210,27 +216,59 @@ def test_a_users_folder_is_refused_before_the_model_loads(files, tmp_path):
 
 
 def test_overwriting_a_users_folder_replaces_only_what_the_run_writes(files, tiny_model_path, tmp_path):
+    """The same command twice (issue #90: the first run's mark made the second treat the user's
+    folder as an earlier run, and remove notes.txt with it)."""
     folder = tmp_path / "mine"
     folder.mkdir()
     (folder / "README.md").write_text("my readme\n", encoding="utf-8")
     (folder / "notes.txt").write_text("mine\n", encoding="utf-8")
-    train_recipe(_recipe(tiny_model_path, files, folder, overwrite_output_dir="true"))
-    assert (folder / "notes.txt").read_text(encoding="utf-8") == "mine\n"
-    assert "my readme" not in (folder / "README.md").read_text(encoding="utf-8")  # the model card
+    for _ in range(2):
+        train_recipe(_recipe(tiny_model_path, files, folder, overwrite_output_dir="true"))
+        assert (folder / "notes.txt").read_text(encoding="utf-8") == "mine\n"
+        assert "my readme" not in (folder / "README.md").read_text(encoding="utf-8")  # the model card
+    # The manifest: the user's notes are not the run's; README.md is the card now, the run's.
+    manifest = json.loads((folder / RUN_MANIFEST_FILE).read_text(encoding="utf-8"))
+    assert manifest["not_written"] == ["notes.txt"] and "README.md" in manifest["written"]
 
 
-def test_an_earlier_run_is_resumed_or_replaced_whole_never_mixed(files, tiny_model_path, tmp_path):
+def test_an_earlier_run_is_resumed_or_replaced_never_mixed(files, tiny_model_path, tmp_path):
+    """What the earlier run wrote goes (its checkpoint, which the new run would not write), and
+    nothing else: a file the user put there since stays."""
     folder = tmp_path / "run"
-    train_recipe(_recipe(tiny_model_path, files, folder))
-    assert (folder / RUN_LOCK_FILE).is_file() and (folder / "model.safetensors").is_file()
-    stale = folder / "embeddings_pca.png"  # a plot the second run does not draw
-    stale.write_bytes(b"old plot")
+    train_recipe(_recipe(tiny_model_path, files, folder, save_strategy="steps", save_steps=1))
+    assert (folder / RUN_LOCK_FILE).is_file() and (folder / "checkpoint-1").is_dir()
+    mine = folder / "my_notes.txt"
+    mine.write_text("mine\n", encoding="utf-8")
     with pytest.raises(
         UsageError, match="already holds an earlier run's files .*resume_from_checkpoint last"
     ):
         train_recipe(_recipe(tiny_model_path, files, folder))
     train_recipe(_recipe(tiny_model_path, files, folder, overwrite_output_dir="true"))
-    assert not stale.exists() and (folder / "model.safetensors").is_file()
+    assert not (folder / "checkpoint-1").exists() and (folder / "model.safetensors").is_file()
+    assert mine.read_text(encoding="utf-8") == "mine\n"
+
+
+def test_overwriting_an_earlier_run_keeps_the_files_the_new_run_reads(files, tiny_model_path, tmp_path):
+    """Issue #90: the catalog and annotations kept inside the earlier run's folder were removed with
+    it, and the run then failed on a catalog it had just deleted; a starting model in the folder is
+    refused before anything is removed."""
+    import shutil
+
+    folder = tmp_path / "run"
+    train_recipe(_recipe(tiny_model_path, files, folder, save_strategy="steps", save_steps=1))
+    catalog = shutil.copy(files / "wines.csv", folder / "mycat.csv")
+    annotations = shutil.copy(files / "annotations.csv", folder / "ann.csv")
+    # As a run older than manifests left its folder: every entry but the inputs is removed.
+    (folder / RUN_MANIFEST_FILE).unlink()
+    before = {path: path.read_bytes() for path in (catalog, annotations)}
+    flags_in_folder = ["--catalog", str(catalog), "--annotations", str(annotations), "--eval_strategy", "no"]
+    train_recipe([*_recipe(tiny_model_path, files, folder, overwrite_output_dir="true"), *flags_in_folder])
+    assert {path: path.read_bytes() for path in before} == before
+    assert not (folder / "checkpoint-1").exists() and (folder / "model.safetensors").is_file()
+    untouched = sorted(path.name for path in folder.iterdir())
+    with pytest.raises(UsageError, match="holds the model the run starts from .*name another output_dir"):
+        train_recipe(_recipe(str(folder), files, folder, overwrite_output_dir="true"))
+    assert sorted(path.name for path in folder.iterdir()) == untouched
 
 
 def test_a_run_that_fails_early_leaves_no_folder_behind(files, tiny_model_path, tmp_path):
@@ -319,3 +357,20 @@ def test_a_setting_that_starts_afresh_is_no_resume(files, tmp_path):
     for setting in ("false", ""):
         with pytest.raises(UsageError, match="already holds an earlier run's files"):
             train_recipe(_recipe(str(tmp_path / "no-model"), files, folder, resume_from_checkpoint=setting))
+
+
+def test_after_a_run_killed_midway_only_what_was_not_there_before_it_is_removed(tmp_path):
+    """A run killed before its end recorded, at its start, what the folder held: overwriting it
+    removes the rest (its checkpoint), never those; a file the new run reads stays too."""
+    from metricbert_trainer.data.output_files import clear_earlier_run, record_run_start
+
+    folder = tmp_path / "run"
+    folder.mkdir()
+    (folder / RUN_LOCK_FILE).write_text("", encoding="utf-8")
+    (folder / "notes.txt").write_text("mine\n", encoding="utf-8")
+    record_run_start(folder)  # the killed run's start; it never reached record_run_end
+    (folder / "checkpoint-3").mkdir()
+    (folder / "checkpoint-3" / "model.safetensors").write_bytes(b"weights")
+    (folder / "ranked.csv").write_text("id\n", encoding="utf-8")
+    clear_earlier_run(folder, earlier_run=True, reads=[folder / "ranked.csv"])
+    assert sorted(path.name for path in folder.iterdir()) == [RUN_LOCK_FILE, "notes.txt", "ranked.csv"]
