@@ -97,6 +97,21 @@ def check_catalog_recipe(
     )
 
 
+def check_something_to_evaluate(
+    data_args: DataArguments, training_args: CatalogTrainerConfig, items: int, held_out: Sequence[int]
+) -> None:
+    """Without annotations, a run that evaluates ranks the label-free signals on held-out items;
+    a catalog too small to hold any out (``holdout_split``) would fail after the model load with
+    transformers' "evaluation requires an eval_dataset". Refused here, before the model loads."""
+    evaluates = training_args.eval_strategy != "no" or training_args.eval_on_start
+    if evaluates and not data_args.annotations and not held_out:
+        raise UsageError(
+            f"the catalog's {items} items are too few to hold out any for the label-free signals (a fifth "
+            "of the catalog, at least 20 items, is needed: 100 items or more), and without annotations they "
+            "are all a run evaluates: give --annotations, or set --eval_strategy no --eval_on_start false"
+        )
+
+
 def prepare_catalog_run(
     model_args: ModelArguments, data_args: DataArguments, training_args: CatalogTrainerConfig
 ) -> PreparedRun:
@@ -114,6 +129,7 @@ def prepare_catalog_run(
     if data_args.max_train_items is not None:
         train_dataset = train_dataset.select(range(min(data_args.max_train_items, len(train_dataset))))
     check_schedule(training_args, len(train_dataset))
+    check_something_to_evaluate(data_args, training_args, len(catalog), held_out)
     model_path = resolve_model_name(model_args.model_name_or_path)
     tokenizer = AutoTokenizer.from_pretrained(model_path, trust_remote_code=model_args.trust_remote_code)
     model = load_masked_lm(model_path, trust_remote_code=model_args.trust_remote_code)

@@ -81,6 +81,20 @@ def test_a_schedule_with_learning_rate_0_at_every_step_is_refused(files, tiny_mo
     assert run.trainer.state.global_step == 1
 
 
+def test_a_catalog_too_small_to_hold_items_out_is_refused_when_nothing_else_evaluates(
+    files, tiny_model_path, tmp_path
+):
+    """Issue #90: 40 items, no annotations, evaluation on: the label-free hold-out came out empty
+    and transformers failed after the model load and warm-up ("evaluation requires an
+    eval_dataset"). Refused once the catalog is read, before the model loads; no folder is left."""
+    catalog = files / "wines.csv"
+    small = tmp_path / "forty.csv"
+    pd.read_csv(catalog, dtype=str).head(40).to_csv(small, index=False)
+    with pytest.raises(UsageError, match="40 items are too few to hold out any .*give --annotations"):
+        train_recipe(_recipe(tiny_model_path, small, tmp_path / "a", eval_on_start="true"))
+    assert not (tmp_path / "a").exists()
+
+
 def test_a_degenerate_catalog_is_warned_about_with_counts(files, tiny_model_path, tmp_path, caplog):
     frame = pd.read_csv(files / "wines.csv", dtype=str).head(32)
     frame.loc[:9, "description"] = frame.loc[:9, "title"]  # 10 items: title == description
