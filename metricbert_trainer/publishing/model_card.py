@@ -242,7 +242,7 @@ def _usage(model_id: str, examples: Sequence[str], method: CardMethod) -> str:
     if method.usage is not None:
         return method.usage.format(model_id=model_literal, example=first)
     further = f"`{method.trainer}`" + (
-        " / " + _code_span(f"accelerate launch {method.script} --model_name_or_path {shlex.quote(model_id)}")
+        " / " + _code_span(f"accelerate launch {method.script} --model_name_or_path {shell_word(model_id)}")
         if method.script
         else ""
     )
@@ -276,6 +276,24 @@ embeddings = (hidden * mask).sum(1) / mask.sum(1)
 To train further (the checkpoint keeps its MLM head), load it with `AutoModelForMaskedLM`, or
 with {further}.
 """
+
+
+def shell_word(text: str) -> str:
+    """``text`` as one shell word on one line: ``shlex.quote``'s, or for a text with control
+    characters (a line break in a folder's name) bash's ``$'...'`` with them escaped, since a line
+    break inside a markdown code span ends its paragraph and a following ``---`` line turns it
+    into a heading."""
+    if text.isprintable():
+        return shlex.quote(text)
+    escaped = "".join(
+        f"\\{character}" if character in "\\'"
+        else character if character.isprintable()
+        else f"\\x{ord(character):02x}" if ord(character) < 0x80
+        else f"\\u{ord(character):04x}" if ord(character) < 0x10000
+        else f"\\U{ord(character):08x}"
+        for character in text
+    )  # fmt: skip
+    return f"$'{escaped}'"
 
 
 def _code_span(text: str) -> str:

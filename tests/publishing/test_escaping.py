@@ -118,3 +118,33 @@ def test_the_report_page_shows_titles_and_ids_as_text(files, tmp_path):
     assert not any(
         tag == "img" and attrs.get("src") == "x" or "onerror" in attrs for tag, attrs in elements.tags
     )
+
+
+def test_a_line_break_in_a_name_leaves_the_cards_lines_and_shell_word_whole():
+    """Issue #90: an output folder named with a line break and a `---` line broke the card's shell
+    snippet, the line before the `---` becoming a heading. The card has the headings a plain
+    name's card has; the shell word is bash's $'...' on one line, which bash reads back as the name."""
+    import re
+    import subprocess
+
+    def card_of(name: str) -> str:
+        card = render_model_card(
+            info=ModelCardInfo(dataset_name=name),
+            model_name=name,
+            method=MetricBertTrainer.card_method,
+            repo_id=None,
+            objective_section="",
+            hyperparameters={},
+            log_history=[],
+            trainer_tags=list(MetricBertTrainer._tag_names),
+        )
+        return card.split("\n---\n", 1)[1]  # the YAML header is huggingface_hub's to quote
+
+    def headings(body: str) -> list[str]:
+        return re.findall(r"<(h[1-6])>", MarkdownIt("commonmark").enable("table").render(body))
+
+    name = "run\n---\n# owned"
+    body = card_of(name)
+    assert headings(body) == headings(card_of("run"))
+    (line,) = re.findall(r"`+ ?accelerate launch \S+ --model_name_or_path (.*?) ?`+", body)
+    assert subprocess.run(["bash", "-c", f"printf %s {line}"], capture_output=True, text=True).stdout == name
