@@ -10,6 +10,7 @@ before any of them waits on a collective that another has left.
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 from pathlib import Path
 
@@ -186,8 +187,10 @@ def objective_problems(training_args: CatalogTrainerConfig) -> list[str]:
 def check_schedule(training_args: CatalogTrainerConfig, train_items: int) -> None:
     """Raises ``UsageError`` when the learning-rate schedule gives every optimizer step of the run a
     learning rate of 0 (``num_train_epochs: 0.001``, or a warm-up as long as the run): the model
-    would be saved unchanged and published as trained. Needs the number of training items, so it
+    would be saved unchanged and published as trained; or when the checkpoint it resumes from
+    leaves it no step (``check_resume_leaves_steps``). Needs the number of training items, so it
     runs once the catalog is read, before the model loads."""
+    check_resume_leaves_steps(training_args, train_items)
     steps = optimizer_steps(training_args, train_items)
     warmup_steps = training_args.get_warmup_steps(steps)
     optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=training_args.learning_rate)
@@ -209,6 +212,35 @@ def check_schedule(training_args: CatalogTrainerConfig, train_items: int) -> Non
         f"schedule with {warmup_steps} warm-up step(s) gives every one of them learning rate 0, "
         "so the model would not change: train for more steps, or warm up for fewer"
     )
+
+
+def check_resume_leaves_steps(training_args: CatalogTrainerConfig, train_items: int) -> None:
+    """Raises ``UsageError`` when the checkpoint a run resumes from is already at or past the run's
+    last step: the Trainer would train 0 steps and save that checkpoint's model as this run's,
+    fine-tuned on this catalog by its card (another run's, on another catalog, say)."""
+    value = training_args.resume_from_checkpoint
+    if not resumes(value):
+        return
+    if str(value).strip().lower() in ("last", "latest", "true"):
+        folder = Path(training_args.output_dir)
+        checkpoint = get_last_checkpoint(str(folder)) if folder.is_dir() else None
+        if checkpoint is None:
+            return
+    else:
+        checkpoint = value
+    try:
+        state = json.loads((Path(checkpoint) / TRAINER_STATE_NAME).read_text(encoding="utf-8"))
+        done = int(state["global_step"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return  # resume_problems has named a damaged checkpoint already
+    steps = optimizer_steps(training_args, train_items)
+    if done >= steps:
+        raise UsageError(
+            f"resume_from_checkpoint {checkpoint} is at step {done}, and this run ends at step {steps} "
+            f"({train_items} training items, num_train_epochs {training_args.num_train_epochs}, max_steps "
+            f"{training_args.max_steps}): it would train nothing and save that checkpoint's model as this run's. "
+            f"Set max_steps above {done} to train on from it, or start afresh without resume_from_checkpoint"
+        )
 
 
 def optimizer_steps(training_args: TrainingArguments, train_items: int) -> int:

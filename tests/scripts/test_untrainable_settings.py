@@ -18,17 +18,20 @@ WINE_TAGS = REPO_ROOT / "data" / "wines_ner" / "wine-titles-ner.jsonl"
 
 
 def _recipe(model: str, catalog, output_dir, **options) -> list[str]:
-    return flags(
-        model_name_or_path=model,
-        catalog=catalog,
-        annotations="",
-        output_dir=output_dir,
-        save_strategy="no",
-        mlm_head_warmup_steps=0,
-        report_to="none",
-        disable_tqdm="true",
-        **{**QUICK_RUN, "max_train_items": 32, "max_steps": 2, **options},
-    )
+    settings = {
+        "model_name_or_path": model,
+        "catalog": catalog,
+        "annotations": "",
+        "output_dir": output_dir,
+        "save_strategy": "no",
+        "mlm_head_warmup_steps": 0,
+        "report_to": "none",
+        "disable_tqdm": "true",
+        **QUICK_RUN,
+        "max_train_items": 32,
+        "max_steps": 2,
+    }
+    return flags(**(settings | options))
 
 
 def test_a_batch_of_one_is_refused_for_every_term_that_needs_negatives(files, tiny_model_path, tmp_path):
@@ -113,3 +116,28 @@ def test_a_degenerate_catalog_is_warned_about_with_counts(files, tiny_model_path
         "6 of 32 items share their description with another item (1 distinct text among" in line
         for line in warnings
     )
+
+
+def test_resuming_from_a_checkpoint_at_or_past_the_runs_last_step_is_refused(
+    files, tiny_model_path, tmp_path
+):
+    """Issue #90: another run's checkpoint (step 2) named with max_steps 2 trained 0 steps and saved
+    that run's model as fine-tuned on this catalog. Refused before the model loads; with steps
+    left it resumes."""
+    catalog = files / "wines.csv"
+    train_recipe(_recipe(tiny_model_path, catalog, tmp_path / "other", save_strategy="steps", save_steps=2))
+    checkpoint = tmp_path / "other" / "checkpoint-2"
+    assert checkpoint.is_dir()
+    with pytest.raises(
+        UsageError, match="checkpoint-2 is at step 2, and this run ends at step 2 .*train nothing"
+    ):
+        train_recipe(
+            _recipe(tiny_model_path, catalog, tmp_path / "mine", resume_from_checkpoint=str(checkpoint))
+        )
+    assert not (tmp_path / "mine").exists()
+    run = train_recipe(
+        _recipe(
+            tiny_model_path, catalog, tmp_path / "on", resume_from_checkpoint=str(checkpoint), max_steps=3
+        )
+    )
+    assert run.trainer.state.global_step == 3
