@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from transformers import AutoModelForTokenClassification, AutoTokenizer
+from transformers import AutoConfig, AutoModelForTokenClassification, AutoTokenizer
 
 from metricbert_trainer.base.model_folders import check_model_folder
 from metricbert_trainer.cli.options import overwrite_options, write_json
@@ -45,13 +45,18 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     check_model_folder(args.model, what="--model", local=True)
     if args.output:
-        check_new_file(args.output, option="--output", reads=[args.data], overwrite=args.overwrite)
-    model = AutoModelForTokenClassification.from_pretrained(args.model, use_safetensors=True)
-    tokenizer = AutoTokenizer.from_pretrained(args.model)
-    labels = [model.config.id2label[index] for index in range(model.config.num_labels)]
+        check_new_file(
+            args.output, option="--output", reads=[args.data, args.model], overwrite=args.overwrite
+        )
+    # The labels come from the config, and the data are read against them, before the weights load:
+    # a sentence encoder's folder is refused for its labels, not after transformers' load report.
+    config = AutoConfig.from_pretrained(args.model)
+    labels = [config.id2label[index] for index in range(config.num_labels)]
     catalog = load_tagged_catalog(
         args.data, spans_column=args.spans_column, test_split=args.split, labels=labels
     )
+    model = AutoModelForTokenClassification.from_pretrained(args.model, use_safetensors=True)
+    tokenizer = AutoTokenizer.from_pretrained(args.model)
     metrics = TaggingEvaluator(catalog.test, batch_size=args.batch_size, max_length=args.max_length)(
         model, tokenizer
     )

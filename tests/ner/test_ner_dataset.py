@@ -73,3 +73,17 @@ def test_missing_columns_splits_and_unknown_labels_are_errors(tmp_path):
     both = write_jsonl(tmp_path / "u.jsonl", [conll_row("a", "train"), conll_row("b", "test")])
     with pytest.raises(TaggingError, match=r"entity types \['R'\]"):
         load_tagged_catalog(both, labels=["O", "B-W", "I-W"])
+
+
+def test_ner_evaluate_refuses_a_sentence_encoders_labels_before_loading_its_weights(tiny_model_path, capfd):
+    """Issue #90: transformers' load report (the classifier missing, the pooler unexpected) was
+    printed before the one line saying the folder's labels are no BIO tags."""
+    from conftest import REPO_ROOT
+
+    from metricbert_trainer.cli import main
+
+    data = REPO_ROOT / "data" / "wines_ner" / "wine-titles-ner.jsonl"
+    assert main(["ner-evaluate", "--model", tiny_model_path, "--data", str(data)]) == 1
+    printed = capfd.readouterr()
+    assert "'LABEL_0' is not a BIO tag" in printed.err
+    assert "LOAD REPORT" not in printed.out + printed.err and "MISSING" not in printed.out + printed.err
