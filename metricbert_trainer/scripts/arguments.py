@@ -50,6 +50,8 @@ def _parse(dataclass_types, args, default_config):
     config_path = known.config or default_config
 
     parser = HfArgumentParser(dataclass_types)
+    # A mistyped value is reported in two lines, not after the usage of every option (180 lines).
+    parser.usage = "%(prog)s [--config RECIPE.yaml] [--OPTION VALUE ...]  (--help lists every option)"
     parser.add_argument(
         "--config", default=None, help="YAML recipe; flags given after it override its values."
     )

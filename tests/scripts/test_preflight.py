@@ -205,3 +205,12 @@ def test_usage_errors_print_one_line_and_exit_non_zero(capsys, monkeypatch):
             raise KeyError("bug")
 
         report_usage_errors(buggy, [], prog="train.py")
+
+
+def test_a_value_of_the_wrong_type_is_reported_in_two_lines(files, capsys):
+    """Issue #90: `--max_steps 2.5` printed the usage of every option (180 lines) before its error."""
+    with pytest.raises(SystemExit):
+        parse_recipe_args(TYPES, [*files, "--max_steps", "2.5"])
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 2 and "(--help lists every option)" in lines[0]
+    assert "invalid int value: '2.5'" in lines[1] and "--max_steps" in lines[1]
