@@ -9,6 +9,7 @@ socket, or a file without read permission. Every loader and the recipes' preflig
 from __future__ import annotations
 
 import os
+import re
 import stat
 from pathlib import Path
 
@@ -20,6 +21,11 @@ def input_file_problem(path: str | Path, what: str) -> str | None:
     try:
         mode = location.stat().st_mode
     except FileNotFoundError:
+        if re.fullmatch(r"/(dev|proc/self)/fd/\d+", str(path)):
+            return (
+                f"{what} {path} is a shell's <(...) pipe that this process did not receive (a launcher such as "
+                "accelerate launch closes it): write it to a file first"
+            )
         return f"{what} file not found: {path}"
     except OSError as error:
         return f"{what} file {path} cannot be opened ({error.strerror})"

@@ -178,6 +178,10 @@ def test_a_pipe_or_a_folder_given_as_an_input_is_named_for_what_it_is(tmp_path, 
         load_catalog(pipe)
     with pytest.raises(CatalogError, match=r"Catalog must be a file; .* is a folder"):
         load_catalog(tmp_path)
+    with pytest.raises(
+        CatalogError, match=r"/dev/fd/987 is a shell's <\(...\) pipe that this process did not"
+    ):
+        load_catalog("/dev/fd/987")  # what a launched process is named when the pipe stayed behind
     catalog = load_catalog(pd.DataFrame({"id": ["a", "b"], "title": ["t", "u"], "description": ["d", "e"]}))
     with pytest.raises(AnnotationError, match="Annotations must be a regular file; .* is a pipe"):
         load_annotations(pipe, catalog)
