@@ -28,7 +28,7 @@ from metricbert_trainer.cli.options import (
 )
 from metricbert_trainer.data.annotations import Annotations, load_annotations
 from metricbert_trainer.data.catalog import Catalog
-from metricbert_trainer.data.output_files import check_new_files
+from metricbert_trainer.data.output_files import check_new_files, write_text_whole, write_whole
 from metricbert_trainer.evaluation.encoding import PRECISIONS
 from metricbert_trainer.evaluation.evaluator import evaluate_scorer
 from metricbert_trainer.evaluation.hybrid import DEFAULT_TFIDF_WEIGHT, with_tfidf
@@ -237,7 +237,7 @@ def run(args: argparse.Namespace) -> int:
     output_dir.mkdir(parents=True, exist_ok=True)
     table = results_table([(row["name"], row["metrics"]) for row in rows], args.ks)
     print(table)
-    (output_dir / "results.md").write_text(table + "\n", encoding="utf-8")
+    write_text_whole(output_dir / "results.md", table + "\n")
     header = report_header(args, catalog, annotations, args.max_length)
     write_json(output_dir / "results.json", header | {"results": rows})
     plot_comparison(
@@ -256,7 +256,8 @@ def comparison_title(catalog_path: str, annotations: Annotations) -> str:
 
 def plot_comparison(rows: Sequence[dict], ks: Sequence[int], path: Path, *, title: str) -> None:
     """Writes ``comparison_figure`` to ``path`` (PNG)."""
-    comparison_figure(rows, ks, title=title).savefig(path, dpi=120)
+    figure = comparison_figure(rows, ks, title=title)
+    write_whole(path, lambda temporary: figure.savefig(temporary, dpi=120, format="png"))
 
 
 def comparison_figure(rows: Sequence[dict], ks: Sequence[int], *, title: str):

@@ -14,6 +14,7 @@ from metricbert_trainer.base.config import has_bf16_instructions
 from metricbert_trainer.data.annotations import ON_UNMATCHED, Annotations
 from metricbert_trainer.data.catalog import Catalog, load_catalog
 from metricbert_trainer.data.graded_pools import GradedPools
+from metricbert_trainer.data.output_files import write_text_whole
 from metricbert_trainer.evaluation.embedding_cache import check_cache_path
 from metricbert_trainer.evaluation.encoding import PRECISIONS
 from metricbert_trainer.evaluation.hybrid import DEFAULT_TFIDF_WEIGHT, with_tfidf
@@ -413,8 +414,7 @@ def report_header(
 
 
 def write_json(path: Path, content: dict) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(content, indent=2) + "\n", encoding="utf-8")
+    write_text_whole(path, json.dumps(content, indent=2) + "\n")
     logger.info("Wrote %s.", path)
 
 

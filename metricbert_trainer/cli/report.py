@@ -24,7 +24,7 @@ from metricbert_trainer.cli.options import (
     results_cells,
 )
 from metricbert_trainer.data.annotations import load_annotations
-from metricbert_trainer.data.output_files import check_new_file
+from metricbert_trainer.data.output_files import check_new_file, write_text_whole
 from metricbert_trainer.evaluation.evaluator import evaluate_distance_rows, seed_rankings
 from metricbert_trainer.publishing.report_page import ScorerView, render_report
 
@@ -76,6 +76,6 @@ def run(args: argparse.Namespace) -> int:
         plots=plots,
     )
     output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text(page, encoding="utf-8")
+    write_text_whole(output, page)
     logger.info("Wrote %s (%d seeds, %d scorers).", output, len(annotations.seeds), len(views))
     return 0

@@ -24,7 +24,8 @@ import json
 import logging
 import os
 import shutil
-from collections.abc import Iterable
+import tempfile
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -67,6 +68,31 @@ def check_new_files(
         problem = unwritable_problem(path.parent, option=option, named=path)
         if problem:
             raise UsageError(problem)
+
+
+def write_whole(path: str | Path, write: Callable[[Path], None], *, suffix: str = "") -> Path:
+    """Writes ``path`` through ``write(temporary)``: into a file of a name of its own beside it,
+    renamed onto ``path`` when complete. An interrupted or failed write (Ctrl-C, a full disk)
+    leaves neither a half-written ``path`` nor the temporary file, and two commands writing the same
+    output never write into one file (the last rename wins, whole). ``suffix`` ends the temporary
+    file's name, for writers that choose a format by it (``.npz``)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    descriptor, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=f".partial{suffix}")
+    os.close(descriptor)
+    temporary = Path(name)
+    try:
+        write(temporary)
+        temporary.replace(path)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
+    return path
+
+
+def write_text_whole(path: str | Path, text: str) -> Path:
+    """``write_whole`` of a UTF-8 text."""
+    return write_whole(path, lambda temporary: temporary.write_text(text, encoding="utf-8"))
 
 
 def check_new_file(

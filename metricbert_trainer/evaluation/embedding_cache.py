@@ -23,7 +23,7 @@ import numpy as np
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from metricbert_trainer.data.output_files import unwritable_problem
+from metricbert_trainer.data.output_files import unwritable_problem, write_whole
 from metricbert_trainer.errors import UsageError
 
 logger = logging.getLogger(__name__)
@@ -399,11 +399,4 @@ def write_embedding_cache(
 def write_npz_whole(path: Path, **arrays: np.ndarray) -> None:
     """``np.savez(path, **arrays)``, written beside and renamed, so an interrupted run never leaves
     a truncated archive behind, and a full disk no half-written one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(path.name + ".partial.npz")
-    try:
-        np.savez(partial, **arrays)
-        partial.replace(path)
-    except OSError:
-        partial.unlink(missing_ok=True)
-        raise
+    write_whole(path, lambda temporary: np.savez(temporary, **arrays), suffix=".npz")

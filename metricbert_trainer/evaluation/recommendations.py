@@ -25,6 +25,7 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from metricbert_trainer.data.catalog import Catalog
+from metricbert_trainer.data.output_files import write_whole
 from metricbert_trainer.data.text_safety import spreadsheet_safe
 from metricbert_trainer.evaluation.candidate_recommendations import candidate_nearest_chunks
 from metricbert_trainer.evaluation.neighbours import TopK
@@ -136,12 +137,12 @@ def write_recommendations(
     behind."""
     path = Path(path)
     kind = recommendation_format(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(path.name + ".partial")
     started = time.perf_counter()
     written = 0
-    try:
-        with _TableWriter(partial, kind) as writer:
+
+    def write(temporary: Path) -> None:
+        nonlocal written
+        with _TableWriter(temporary, kind) as writer:
             for table in recommendation_chunks(
                 scorer,
                 catalog,
@@ -153,10 +154,8 @@ def write_recommendations(
             ):
                 writer.write(table)
                 written += len(table)
-        partial.replace(path)
-    except BaseException:
-        partial.unlink(missing_ok=True)
-        raise
+
+    write_whole(path, write)
     logger.info(
         "Wrote %d recommendations (%d items) to %s in %.1f s.",
         written,
@@ -178,7 +177,7 @@ class _TableWriter:
         self._started = False
 
     def __enter__(self) -> _TableWriter:
-        self.path.unlink(missing_ok=True)  # a partial file an earlier, killed run left
+        self.path.unlink(missing_ok=True)  # the empty file that names it: chunks are appended
         return self
 
     def write(self, table: pd.DataFrame) -> None:

@@ -374,3 +374,32 @@ def test_after_a_run_killed_midway_only_what_was_not_there_before_it_is_removed(
     (folder / "ranked.csv").write_text("id\n", encoding="utf-8")
     clear_earlier_run(folder, earlier_run=True, reads=[folder / "ranked.csv"])
     assert sorted(path.name for path in folder.iterdir()) == [RUN_LOCK_FILE, "notes.txt", "ranked.csv"]
+
+
+def test_an_output_is_replaced_whole_or_not_at_all(tmp_path):
+    """Every output a command writes goes through ``write_whole``: a write that fails midway (a full
+    disk, Ctrl-C) leaves the earlier file as it was and no temporary file beside it; two writes of
+    one output each write a file of their own, the last rename winning whole."""
+    from metricbert_trainer.data.output_files import write_text_whole, write_whole
+
+    output = tmp_path / "metrics.json"
+    write_text_whole(output, '{"map": 1}\n')
+
+    def half_then_interrupted(temporary):
+        temporary.write_text('{"map": 2', encoding="utf-8")
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        write_whole(output, half_then_interrupted)
+    assert output.read_text(encoding="utf-8") == '{"map": 1}\n'
+    assert [path.name for path in tmp_path.iterdir()] == ["metrics.json"]
+    temporaries = []
+    write_whole(
+        output,
+        lambda first: (
+            temporaries.append(first),
+            write_text_whole(output, "second\n"),
+            first.write_text("first\n"),
+        ),
+    )
+    assert output.read_text(encoding="utf-8") == "first\n" and temporaries[0] != output
