@@ -12,6 +12,7 @@ from metricbert_trainer.cli.options import (
     integer_at_least,
     load_cli_catalog,
     model_options,
+    model_paths,
     name_and_path,
     overwrite_options,
     ranking_scorer,
@@ -124,7 +125,9 @@ def run_all(args: argparse.Namespace) -> int:
     if args.shard_index >= args.num_shards:
         raise UsageError(f"--shard-index ({args.shard_index}) must be below --num-shards ({args.num_shards})")
     recommendation_format(args.output)
-    check_new_file(args.output, option="--output", reads=[args.catalog], overwrite=args.overwrite)
+    check_new_file(
+        args.output, option="--output", reads=[args.catalog, *model_paths(args)], overwrite=args.overwrite
+    )
     check_caches(args)
     catalog = load_cli_catalog(args)
     items = shard_items(len(catalog), args.num_shards, args.shard_index)

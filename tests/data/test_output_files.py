@@ -95,6 +95,12 @@ def test_no_command_writes_over_a_file_of_a_model_it_loads(files, tiny_model_pat
     ):
         message = _refused(capsys, [*arguments, *_catalog_and_annotations(files), "--overwrite"])
         assert "is a file this command reads; name another file" in message, message
+    for suffix in ("parquet", "csv"):  # recommend --all, found in the sweep beyond the filed cases
+        (model / f"items.{suffix}").write_text("mine\n", encoding="utf-8")
+        before[model / f"items.{suffix}"] = b"mine\n"
+        arguments = ["recommend", "--model", str(model), "--catalog", str(files / "wines.csv"), "--all"]
+        message = _refused(capsys, [*arguments, "--output", str(model / f"items.{suffix}"), "--overwrite"])
+        assert "is a file this command reads; name another file" in message, message
     assert {path: path.read_bytes() for path in model.rglob("*") if path.is_file()} == before
 
 
