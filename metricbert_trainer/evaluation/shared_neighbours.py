@@ -56,11 +56,9 @@ from metricbert_trainer.evaluation.scorers import Scorer
 logger = logging.getLogger(__name__)
 
 # The re-ranking of ``evaluate`` and ``recommend``: the neighbours listed per item (0: no re-ranking)
-# and the overlap's weight. Chosen on the dev seeds of both development benchmarks, in both views,
-# for the zero-shot and the trained encoder alike, together with the hybrid's TF-IDF weight
-# (benchmarks/ranking_defaults.py).
-DEFAULT_NEIGHBOURS = 50
-DEFAULT_WEIGHT = 0.5
+# and the overlap's weight, chosen with the hybrid's TF-IDF weight (``hybrid.DEFAULT_TFIDF_WEIGHT``).
+DEFAULT_NEIGHBOURS = 10
+DEFAULT_WEIGHT = 0.25
 # Rows of the base scorer's distances held at a time while the lists are built ([CHUNK, N] floats).
 CHUNK = 512
 # Changes whenever the lists' meaning or the cache's layout does, so that older caches are rebuilt.

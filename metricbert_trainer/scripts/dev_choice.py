@@ -79,18 +79,20 @@ def chosen_setting(by_setting: Gains, baseline: Hashable, current: Hashable) -> 
 def gains_table(by_setting: Gains, baseline: Hashable, headers: Sequence[str], label: Callable) -> str:
     """Per setting but the baseline (in sorted order; ``label`` gives its cells under ``headers``):
     the mean and the smallest gain of each metric over every (benchmark, view, encoder) case."""
+    # The metrics the cases have: a sweep of seed benchmarks alone shows no pool metric.
+    shown = [metric for metric in SHOWN if any(metric in case for case in by_setting[baseline].values())]
     body = []
     for setting in sorted(by_setting):
         if setting == baseline:
             continue
         cases = by_setting[setting].values()
         cells = []
-        for metric in SHOWN:
+        for metric in shown:
             found = [case[metric] for case in cases if metric in case]
-            cells.append(f"{statistics.fmean(found):+.2f} ({min(found):+.2f})" if found else "-")
+            cells.append(f"{statistics.fmean(found):+.2f} ({min(found):+.2f})")
         body.append([*label(setting), *cells])
-    columns = [*headers, *(f"{metric.upper()} gain: mean (min)" for metric in SHOWN)]
-    return markdown_table(columns, body, "l" * len(headers) + "r" * len(SHOWN))
+    columns = [*headers, *(f"{metric.upper()} gain: mean (min)" for metric in shown)]
+    return markdown_table(columns, body, "l" * len(headers) + "r" * len(shown))
 
 
 def sweep_parser(description: str, results: str) -> argparse.ArgumentParser:

@@ -45,10 +45,14 @@ from metricbert_trainer.data.catalog import Catalog, load_catalog
 from metricbert_trainer.data.graded_pools import GradedPools, is_pool_file, load_graded_pools
 from metricbert_trainer.data.lengths import data_driven_max_length
 from metricbert_trainer.evaluation.evaluator import evaluate_distance_rows
-from metricbert_trainer.evaluation.hybrid import with_tfidf
+from metricbert_trainer.evaluation.hybrid import DEFAULT_TFIDF_WEIGHT, with_tfidf
 from metricbert_trainer.evaluation.pool_metrics import POOL_METRICS, pool_rows, pool_scores
 from metricbert_trainer.evaluation.scorers import EncoderScorer, Scorer, TfidfScorer, load_encoder
-from metricbert_trainer.evaluation.shared_neighbours import SharedNeighbourScorer
+from metricbert_trainer.evaluation.shared_neighbours import (
+    DEFAULT_NEIGHBOURS,
+    DEFAULT_WEIGHT,
+    SharedNeighbourScorer,
+)
 from metricbert_trainer.publishing.markdown import markdown_table
 
 logger = logging.getLogger(__name__)
@@ -61,25 +65,29 @@ VIEWS = ("plain", "masked")
 TFIDF = "TF-IDF (per field)"
 ZERO_SHOT = "MiniLM zero-shot"
 TRAINED = "default recipe"
-# Each encoder is ranked alone, in the hybrid with TF-IDF (evaluation.hybrid) and in the hybrid
-# re-ranked by shared neighbours (evaluation.shared_neighbours), at these settings whatever the
-# defaults of evaluate and recommend are (docs/quality.md says which ranking is the default), so
-# that a row keeps its name and its meaning when a default changes.
+# Each encoder is ranked alone, in the hybrid with TF-IDF (evaluation.hybrid), in the hybrid
+# re-ranked by shared neighbours (evaluation.shared_neighbours) at the settings that serve category
+# catalogs, and as evaluate and recommend rank by default. The first three keep their settings
+# whatever the defaults are, so a row keeps its name and its meaning when a default changes; the
+# default's rows are named by its settings.
 TABLE_TFIDF_WEIGHT = 0.3
 TABLE_NEIGHBOURS = 50
 TABLE_NEIGHBOUR_WEIGHT = 0.5
 HYBRID = f" + TF-IDF {TABLE_TFIDF_WEIGHT:g}"
 RERANKED = f" + shared neighbours {TABLE_NEIGHBOURS}"
+DEFAULT_RANKING = (
+    f" + TF-IDF {DEFAULT_TFIDF_WEIGHT:g} + shared neighbours {DEFAULT_NEIGHBOURS} at {DEFAULT_WEIGHT:g}"
+)
 
 
 def ranked_as(model: str) -> tuple[str, ...]:
-    """The result rows' names of ``model``: alone, in the hybrid, re-ranked."""
-    return (model, fused(model), reranked(model))
+    """The result rows' names of ``model``: alone, in the hybrid, re-ranked, ranked by default."""
+    return (model, fused(model), reranked(model), f"{model}{DEFAULT_RANKING}")
 
 
 # A ranking's suffix at any setting, so that rows written under earlier defaults are still
 # known as their encoder's (and replaced when it is ranked again).
-RANKING_SUFFIX = re.compile(r"( \+ TF-IDF [0-9.]+)?( \+ shared neighbours [0-9]+)?$")
+RANKING_SUFFIX = re.compile(r"( \+ TF-IDF [0-9.]+)?( \+ shared neighbours [0-9]+( at [0-9.]+)?)?$")
 
 
 def encoder_of(name: str) -> str:
@@ -369,7 +377,14 @@ def encoder_rows(
     for name, seed, view, scorer in scorers:
         catalog = {view: views[view]}
         hybrid = with_tfidf(scorer, TABLE_TFIDF_WEIGHT)
-        rankings = [scorer, hybrid, SharedNeighbourScorer(hybrid, TABLE_NEIGHBOURS, TABLE_NEIGHBOUR_WEIGHT)]
+        rankings = [
+            scorer,
+            hybrid,
+            SharedNeighbourScorer(hybrid, TABLE_NEIGHBOURS, TABLE_NEIGHBOUR_WEIGHT),
+            SharedNeighbourScorer(
+                with_tfidf(scorer, DEFAULT_TFIDF_WEIGHT), DEFAULT_NEIGHBOURS, DEFAULT_WEIGHT
+            ),
+        ]
         for row_name, ranker in zip(ranked_as(name), rankings, strict=True):
             yield from score_rows(benchmark, catalog, annotations, row_name, ranker, seed)
 

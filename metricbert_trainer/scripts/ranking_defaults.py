@@ -49,6 +49,9 @@ from metricbert_trainer.evaluation.shared_neighbours import (
 from metricbert_trainer.publishing.markdown import markdown_table
 from metricbert_trainer.scripts.dev_choice import Gains, gains_table, setting_gains, sweep_parser, swept_rows
 from metricbert_trainer.scripts.quality_tables import (
+    TABLE_NEIGHBOUR_WEIGHT,
+    TABLE_NEIGHBOURS,
+    TABLE_TFIDF_WEIGHT,
     QualitySpec,
     catalog_views,
     encoder_scorers,
@@ -275,16 +278,10 @@ def main(argv: list[str] | None = None) -> None:
     by_setting, allowed = gains(rows), allowances(rows)
     choice = chosen(by_setting, allowed)
     cases = len(next(iter(by_setting.values())))
-    shown = list(
-        dict.fromkeys(
-            [
-                ALONE,
-                (DEFAULT_TFIDF_WEIGHT, DEFAULT_NEIGHBOURS, DEFAULT_WEIGHT),
-                (DEFAULT_TFIDF_WEIGHT, 0, 0.0),
-                choice,
-            ]
-        )
-    )
+    # The encoder alone, the quality tables' hybrid and re-ranking (the category catalogs' option),
+    # the library's default and the rule's choice.
+    heavy = (TABLE_TFIDF_WEIGHT, TABLE_NEIGHBOURS, TABLE_NEIGHBOUR_WEIGHT)
+    shown = list(dict.fromkeys([ALONE, heavy, (TABLE_TFIDF_WEIGHT, 0, 0.0), current(), choice]))
     print(
         f"Dev judgments; gain over the encoder alone, mean and smallest over {cases} (benchmark, view, encoder) "
         f"cases, and how many (case, metric) pairs each setting harms beyond the noise allowance; produced by "

@@ -13,7 +13,7 @@ from metricbert_trainer.base.modeling import DEFAULT_MODEL
 from metricbert_trainer.cli import main
 from metricbert_trainer.cli.options import warn_of_emulated_bf16
 from metricbert_trainer.evaluation.hybrid import DEFAULT_TFIDF_WEIGHT
-from metricbert_trainer.evaluation.shared_neighbours import DEFAULT_NEIGHBOURS
+from metricbert_trainer.evaluation.shared_neighbours import DEFAULT_NEIGHBOURS, DEFAULT_WEIGHT
 
 
 @pytest.fixture(scope="module")
@@ -209,8 +209,9 @@ def test_evaluate_and_recommend_rerank_by_shared_neighbours_when_asked(
     ] == f"tiny (Metric_Inf) + TF-IDF {DEFAULT_TFIDF_WEIGHT:g} + shared neighbours 5"
     assert rows[-1]["metrics"] == reports["5"]["metrics"]
     assert main(["recommend", *common, "--item", "7", "--shared-neighbours", "5"]) == 0
-    assert ", re-ranked by 5 shared neighbours (weight 0.5); distances in standard deviations" in (
-        capsys.readouterr().out
+    assert (
+        f", re-ranked by 5 shared neighbours (weight {DEFAULT_WEIGHT:g}); distances in standard deviations"
+        in (capsys.readouterr().out)
     )
     # Lists searched among 20 candidates from a FAISS index: another ranking, recorded as such.
     searched = [*command, "--shared-neighbours", "5", "--shared-neighbour-candidates", "20", "--overwrite"]
@@ -228,7 +229,8 @@ def test_evaluate_and_recommend_rerank_by_shared_neighbours_when_asked(
     ]
     assert main([*recommend, "20"]) == 0
     assert (
-        "re-ranked by 5 shared neighbours (weight 0.5) listed among 20 candidates" in capsys.readouterr().out
+        f"re-ranked by 5 shared neighbours (weight {DEFAULT_WEIGHT:g}) listed among 20 candidates"
+        in capsys.readouterr().out
     )
     assert main([*recommend, "3"]) == 1  # fewer candidates than neighbours
     assert "must be 0 (every item) or at least neighbours (5)" in capsys.readouterr().err
@@ -664,10 +666,8 @@ def test_the_readmes_wine_comparison_quotes_the_shipped_results():
         return {row["name"]: row["metrics"] for row in rows}
 
     compared, recobert = results("compare_wines"), results("compare_wines_recobert")
-    trained, hybrid = (
-        "MetricBERT MiniLM (train_wines.py)",
-        f" + TF-IDF {DEFAULT_TFIDF_WEIGHT} + shared neighbours {DEFAULT_NEIGHBOURS}",
-    )
+    # The comparison ran with the ranking for category catalogs (the default until 2026-12-06).
+    trained, hybrid = "MetricBERT MiniLM (train_wines.py)", " + TF-IDF 0.3 + shared neighbours 50"
     page_rows = {
         "TF-IDF (per field, sum of cosines)": [compared["TF-IDF"]],
         "LDA": [compared["LDA"]],
@@ -683,7 +683,7 @@ def test_the_readmes_wine_comparison_quotes_the_shipped_results():
         "MetricBERT (the main job's model), Mean / Metric_Inf": [
             compared[f"{trained} ({mode})"] for mode in ("Mean", "Metric_Inf")
         ],
-        "MiniLM zero-shot, Metric_Inf + TF-IDF 0.3 + shared neighbours 50 (how `evaluate` and `recommend` rank)": [
+        "MiniLM zero-shot, Metric_Inf + TF-IDF 0.3 + shared neighbours 50 (the ranking for category catalogs)": [
             compared[f"MiniLM zero-shot (Metric_Inf){hybrid}"]
         ],
         "MetricBERT, Metric_Inf + TF-IDF 0.3 + shared neighbours 50": [

@@ -15,6 +15,7 @@ import logging
 import math
 import re
 import tempfile
+import unicodedata
 from pathlib import Path
 
 import datasets
@@ -41,11 +42,17 @@ TRICKY_CHARACTERS = " \t\n\r,;\"'\\&#|\x00\x1f\x85\u2028\ufeff\u200béß漢😀"
 LONG_TEXT = st.builds(
     lambda piece, times: piece * times, st.text(min_size=1, max_size=8), st.integers(300, 1500)
 )
+def visible(text: str) -> bool:
+    """Whether ``text`` shows anything: a character that is neither white space nor a format
+    character (zero-width, U+FEFF, direction marks); a text of those alone is empty."""
+    return any(not (character.isspace() or unicodedata.category(character) == "Cf") for character in text)
+
+
 NON_BLANK = st.one_of(
-    st.text(min_size=1, max_size=40).filter(str.strip),
-    st.text(alphabet=st.sampled_from(TRICKY_CHARACTERS + "ab"), min_size=1, max_size=20).filter(str.strip),
-    st.sampled_from(TRAPS),
-    LONG_TEXT.filter(str.strip),
+    st.text(min_size=1, max_size=40).filter(visible),
+    st.text(alphabet=st.sampled_from(TRICKY_CHARACTERS + "ab"), min_size=1, max_size=20).filter(visible),
+    st.sampled_from(TRAPS).filter(visible),
+    LONG_TEXT.filter(visible),
 )
 TEXT = NON_BLANK | st.sampled_from(["", " ", "\t\n ", "\u3000"])
 MISSING = st.sampled_from([None, float("nan"), pd.NA, pd.NaT])
@@ -163,7 +170,8 @@ def as_catalog_text(value: object) -> str | None:
     """What the catalog documents for a value: missing ones are empty, others are their str()."""
     if value is None or value is pd.NA or value is pd.NaT or (isinstance(value, float) and math.isnan(value)):
         return None
-    return str(value).strip() or None
+    text = str(value).strip()
+    return text if visible(text) else None
 
 
 def as_catalog_id(value: object) -> str | None:
