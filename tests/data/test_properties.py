@@ -42,6 +42,8 @@ TRICKY_CHARACTERS = " \t\n\r,;\"'\\&#|\x00\x1f\x85\u2028\ufeff\u200béß漢😀"
 LONG_TEXT = st.builds(
     lambda piece, times: piece * times, st.text(min_size=1, max_size=8), st.integers(300, 1500)
 )
+
+
 def visible(text: str) -> bool:
     """Whether ``text`` shows anything: a character that is neither white space nor a format
     character (zero-width, U+FEFF, direction marks); a text of those alone is empty."""
