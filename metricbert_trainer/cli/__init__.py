@@ -1,8 +1,8 @@
 """The ``metricbert`` command: evaluate a model, list an item's neighbours, compare against baselines.
 
-    metricbert evaluate --model PATH --catalog CSV --annotations FILE [--scorer metric_inf] [--tfidf-weight 0.3]
-        [--output JSON]
-    metricbert recommend --model PATH --catalog CSV --item ID [--top-k 10] [--tfidf-weight 0.3]
+    metricbert evaluate --model PATH --catalog CSV --annotations FILE [--scorer metric_inf] [--tfidf-weight W]
+        [--output JSON]   (FILE: annotated seeds, or expert-graded pools as .jsonl or .qrels)
+    metricbert recommend --model PATH --catalog CSV --item ID [--top-k 10] [--tfidf-weight W]
     metricbert encode --model PATH --catalog CSV --cache items.npz   (accelerate launch -m shares it among processes)
     metricbert compare --catalog CSV --annotations FILE --baselines tfidf lda --models PATH [...]
         [--sbert PATH ...] [--recobert PATH ...] --output-dir DIR
