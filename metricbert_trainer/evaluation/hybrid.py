@@ -31,6 +31,9 @@ from metricbert_trainer.evaluation.scorers import Scorer, TfidfScorer, VectorSco
 # rule that lets it harm no benchmark beyond its noise (benchmarks/ranking_defaults.py;
 # docs/quality.md, "Expert judgments").
 DEFAULT_TFIDF_WEIGHT = 0.1
+# The views TF-IDF compares in that ranking: None, the encoder's own (``--scorer``); chosen with
+# the weight by the same rule.
+DEFAULT_TFIDF_MODE: str | None = None
 
 
 def standardised_rows(rows: np.ndarray, queries: Sequence[int]) -> np.ndarray:
@@ -94,17 +97,24 @@ def fuse_rows(parts: Sequence[tuple[np.ndarray, float]], queries: Sequence[int])
 
 
 def with_tfidf(
-    scorer: VectorScorer, tfidf_weight: float = DEFAULT_TFIDF_WEIGHT, *, tfidf_cache: str | Path | None = None
+    scorer: VectorScorer,
+    tfidf_weight: float = DEFAULT_TFIDF_WEIGHT,
+    *,
+    tfidf_mode: str | None = None,
+    tfidf_cache: str | Path | None = None,
 ) -> Scorer:
-    """``scorer`` fused with TF-IDF over the same views (its ``mode``), TF-IDF weighing
-    ``tfidf_weight`` and the scorer ``1 - tfidf_weight``; ``scorer`` itself when the weight is 0.
-    ``tfidf_cache``: where the fitted TF-IDF is kept (``TfidfScorer.cache_path``)."""
+    """``scorer`` fused with TF-IDF, TF-IDF weighing ``tfidf_weight`` and the scorer
+    ``1 - tfidf_weight``; ``scorer`` itself when the weight is 0. ``tfidf_mode``: the views TF-IDF
+    compares (``metric_inf``: one vectoriser per field; ``concat``: one over the joined fields, whose
+    shared words count across fields); the scorer's own ``mode`` when None. ``tfidf_cache``: where
+    the fitted TF-IDF is kept (``TfidfScorer.cache_path``)."""
     if not 0 <= tfidf_weight <= 1:
         raise ValueError(f"tfidf_weight must lie in [0, 1]; got {tfidf_weight}.")
     if tfidf_weight == 0:
         return scorer
-    tfidf = TfidfScorer(mode=scorer.mode, cache_path=tfidf_cache)
+    tfidf = TfidfScorer(mode=tfidf_mode or scorer.mode, cache_path=tfidf_cache)
+    over = f" over {tfidf.mode}" if tfidf.mode != scorer.mode else ""
     return FusedScorer(
         parts=((scorer, 1 - tfidf_weight), (tfidf, tfidf_weight)),
-        name=f"{scorer.name} + TF-IDF {tfidf_weight:g}",
+        name=f"{scorer.name} + TF-IDF {tfidf_weight:g}{over}",
     )

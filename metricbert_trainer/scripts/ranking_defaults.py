@@ -1,12 +1,13 @@
-"""Choosing the ranking of ``evaluate`` and ``recommend`` on the dev seeds: TF-IDF's weight in the
-hybrid and the shared-neighbour re-ranking's size and weight, together.
+"""Choosing the ranking of ``evaluate`` and ``recommend`` on the dev seeds: TF-IDF's weight and
+views in the hybrid and the shared-neighbour re-ranking's size and weight, together.
 
 Every encoder of the quality tables (the zero-shot start and the default recipe's trained
 models, ``outputs/quality``: run ``benchmarks/quality_tables.py`` first) ranks every development
 benchmark's dev judgments, in each view the benchmark has, fused with TF-IDF at each weight
-of a grid (``evaluation.hybrid``), each hybrid then re-ranked by shared neighbours
+of a grid (``evaluation.hybrid``), TF-IDF comparing each field on its own (``metric_inf``, the
+encoder's own views) or the joined fields (``concat``), each hybrid then re-ranked by shared neighbours
 (``evaluation.shared_neighbours``) at each neighbour count and weight of a grid, or not at all.
-The three settings are chosen together because they trade with each other: the re-ranking lists
+The settings are chosen together because they trade with each other: the re-ranking lists
 neighbours under the hybrid, so TF-IDF's share changes which items it lists. The test seeds are
 never read.
 
@@ -25,6 +26,10 @@ alone (no TF-IDF, no re-ranking), on the same judgments.
   case of any benchmark and, among those, has the largest mean MAP gain over all cases. Where
   every setting harms some case, the default is the encoder alone, and the fusion and the
   re-ranking stay options for the catalogs they help.
+
+TF-IDF's views joined into one text (``concat``) entered the grid after the rule and the first
+sweep, with the rule unchanged: the issue on expert similarity measured Metric_Inf fused with one
+TF-IDF over title and abstract above the encoder alone on all 50 of CSFCube's query-facets.
 """
 
 from __future__ import annotations
@@ -37,7 +42,8 @@ from pathlib import Path
 import numpy as np
 from scipy.stats import wilcoxon
 
-from metricbert_trainer.evaluation.hybrid import DEFAULT_TFIDF_WEIGHT, with_tfidf
+from metricbert_trainer.evaluation.hybrid import DEFAULT_TFIDF_MODE, DEFAULT_TFIDF_WEIGHT, with_tfidf
+from metricbert_trainer.evaluation.neighbours import CONCAT, METRIC_INF
 from metricbert_trainer.evaluation.shared_neighbours import (
     DEFAULT_NEIGHBOURS,
     DEFAULT_WEIGHT,
@@ -62,13 +68,17 @@ from metricbert_trainer.scripts.quality_tables import (
 )
 
 TFIDF_WEIGHTS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5)
+TFIDF_MODES = (METRIC_INF, CONCAT)
 NEIGHBOURS = (10, 20, 50, 100)
 WEIGHTS = (0.1, 0.25, 0.5, 0.75)
-# A setting is (TF-IDF weight, neighbours, their weight); 0 neighbours: no re-ranking.
-Setting = tuple[float, int, float]
+# A setting is (TF-IDF weight, neighbours, their weight, TF-IDF's views); 0 neighbours: no
+# re-ranking. At TF-IDF weight 0 the views are metric_inf's (no TF-IDF is computed).
+Setting = tuple[float, int, float, str]
 # The encoder alone: no TF-IDF, no re-ranking.
-ALONE: Setting = (0.0, 0, 0.0)
+ALONE: Setting = (0.0, 0, 0.0, METRIC_INF)
 COMMAND = "python benchmarks/ranking_defaults.py"
+# The sweep's tables name TF-IDF's views so.
+MODE_WORDS = {METRIC_INF: "each field", CONCAT: "joined fields"}
 
 
 def dev_rows(
@@ -77,6 +87,7 @@ def dev_rows(
     tfidf_weights: Sequence[float],
     neighbours: Sequence[int],
     weights: Sequence[float],
+    tfidf_modes: Sequence[str] = (METRIC_INF,),
 ) -> list[dict]:
     """One row per (benchmark, view, encoder, training seed, setting) on the dev seeds, each
     hybrid alone (0 neighbours) among them. Each hybrid lists the largest neighbour count once;
@@ -88,24 +99,28 @@ def dev_rows(
         queries = judged_queries(dev)
         for name, seed, view, scorer in encoder_scorers(spec, benchmark, models_dir, views):
             settings = {}
-            for tfidf_weight in tfidf_weights:
-                rank = with_tfidf(scorer, tfidf_weight).row_ranker(views[view])
+            # The encoder alone computes no TF-IDF: its views are metric_inf's only.
+            hybrids = [(0.0, METRIC_INF)] if 0.0 in tfidf_weights else []
+            hybrids += [(weight, mode) for weight in tfidf_weights if weight for mode in tfidf_modes]
+            for tfidf_weight, mode in hybrids:
+                rank = with_tfidf(scorer, tfidf_weight, tfidf_mode=mode).row_ranker(views[view])
                 hybrid = rank(queries)
                 lists = neighbour_lists(rank, len(views[view]), max(neighbours))
-                settings[(tfidf_weight, 0, 0.0)] = hybrid
+                settings[(tfidf_weight, 0, 0.0, mode)] = hybrid
                 for count in neighbours:
                     overlaps = overlap_rows(membership(lists[:, :count]), queries)
                     for weight in weights:
-                        settings[(tfidf_weight, count, weight)] = reranked_rows(
+                        settings[(tfidf_weight, count, weight, mode)] = reranked_rows(
                             hybrid, overlaps, weight, queries
                         )
-            for (tfidf_weight, count, weight), distances in settings.items():
+            for (tfidf_weight, count, weight, mode), distances in settings.items():
                 row = {
                     "benchmark": benchmark.name,
                     "view": view,
                     "model": name,
                     "train_seed": seed,
                     "tfidf_weight": tfidf_weight,
+                    "tfidf_mode": mode,
                     "shared_neighbours": count,
                     "shared_neighbour_weight": weight,
                 }
@@ -114,7 +129,7 @@ def dev_rows(
 
 
 def setting_of(row: dict) -> Setting:
-    return (row["tfidf_weight"], row["shared_neighbours"], row["shared_neighbour_weight"])
+    return (row["tfidf_weight"], row["shared_neighbours"], row["shared_neighbour_weight"], row["tfidf_mode"])
 
 
 def gains(rows: Sequence[dict]) -> Gains:
@@ -178,7 +193,8 @@ def harmed_cases(by_setting: Gains, allowed: Gains) -> dict[Setting, list[tuple]
 
 def current() -> Setting:
     """The library's defaults as a setting."""
-    return (DEFAULT_TFIDF_WEIGHT, DEFAULT_NEIGHBOURS, DEFAULT_WEIGHT if DEFAULT_NEIGHBOURS else 0.0)
+    mode = (DEFAULT_TFIDF_MODE or METRIC_INF) if DEFAULT_TFIDF_WEIGHT else METRIC_INF
+    return (DEFAULT_TFIDF_WEIGHT, DEFAULT_NEIGHBOURS, DEFAULT_WEIGHT if DEFAULT_NEIGHBOURS else 0.0, mode)
 
 
 def chosen(by_setting: Gains, allowed: Gains) -> Setting:
@@ -203,9 +219,10 @@ def table(by_setting: Gains, allowed: Gains) -> str:
     return gains_table(
         by_setting,
         ALONE,
-        ["TF-IDF weight", "neighbours", "their weight", "harms"],
+        ["TF-IDF weight", "TF-IDF over", "neighbours", "their weight", "harms"],
         lambda setting: [
             f"{setting[0]:g}",
+            MODE_WORDS[setting[3]] if setting[0] else "-",
             str(setting[1]),
             f"{setting[2]:g}" if setting[1] else "-",
             str(len(harmed[setting])),
@@ -262,10 +279,11 @@ def paired_pools_table(rows: Sequence[dict], settings: Sequence[Setting]) -> str
 
 def describe(setting: Setting) -> str:
     """A setting in words."""
-    tfidf_weight, count, weight = setting
+    tfidf_weight, count, weight, mode = setting
     if setting == ALONE:
         return "the encoder alone"
-    parts = [f"TF-IDF {tfidf_weight:g}"] if tfidf_weight else []
+    over = " over the joined fields" if mode == CONCAT else ""
+    parts = [f"TF-IDF {tfidf_weight:g}{over}"] if tfidf_weight else []
     if count:
         parts.append(f"{count} shared neighbours at {weight:g}")
     return " + ".join(parts)
@@ -273,15 +291,17 @@ def describe(setting: Setting) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     options = sweep_parser(__doc__, "docs/results/ranking_defaults.jsonl").parse_args(argv)
-    sweep = partial(dev_rows, tfidf_weights=TFIDF_WEIGHTS, neighbours=NEIGHBOURS, weights=WEIGHTS)
+    sweep = partial(
+        dev_rows, tfidf_weights=TFIDF_WEIGHTS, neighbours=NEIGHBOURS, weights=WEIGHTS, tfidf_modes=TFIDF_MODES
+    )
     rows = swept_rows(options, sweep)
     by_setting, allowed = gains(rows), allowances(rows)
     choice = chosen(by_setting, allowed)
     cases = len(next(iter(by_setting.values())))
     # The encoder alone, the quality tables' hybrid and re-ranking (the category catalogs' option),
     # the library's default and the rule's choice.
-    heavy = (TABLE_TFIDF_WEIGHT, TABLE_NEIGHBOURS, TABLE_NEIGHBOUR_WEIGHT)
-    shown = list(dict.fromkeys([ALONE, heavy, (TABLE_TFIDF_WEIGHT, 0, 0.0), current(), choice]))
+    heavy = (TABLE_TFIDF_WEIGHT, TABLE_NEIGHBOURS, TABLE_NEIGHBOUR_WEIGHT, METRIC_INF)
+    shown = list(dict.fromkeys([ALONE, heavy, (TABLE_TFIDF_WEIGHT, 0, 0.0, METRIC_INF), current(), choice]))
     print(
         f"Dev judgments; gain over the encoder alone, mean and smallest over {cases} (benchmark, view, encoder) "
         f"cases, and how many (case, metric) pairs each setting harms beyond the noise allowance; produced by "

@@ -11,6 +11,7 @@ from metricbert_trainer.data.catalog import load_catalog
 from metricbert_trainer.errors import UsageError
 from metricbert_trainer.evaluation.evaluator import evaluate_scorer
 from metricbert_trainer.evaluation.hybrid import FusedScorer, standardised_rows, with_tfidf
+from metricbert_trainer.evaluation.neighbours import CONCAT, METRIC_INF
 from metricbert_trainer.evaluation.scorers import LdaScorer, TfidfScorer
 from metricbert_trainer.evaluation.tfidf_cache import is_tfidf_cache
 
@@ -46,6 +47,19 @@ def test_the_fused_rows_are_the_weighted_standardised_rows(wines_80, tiny_encode
     # The fusion moves the ranking: neither part's order is the fused one.
     orders = [np.argsort(rows, axis=1) for rows in (fused, tiny_encoder.distance_rows(wines_80, seeds))]
     assert not np.array_equal(*orders)
+
+
+def test_tfidf_can_compare_the_joined_fields_while_the_encoder_compares_each_field(wines_80, tiny_encoder):
+    seeds = [0, 3, 17]
+    joined = with_tfidf(tiny_encoder, 0.25, tfidf_mode=CONCAT)
+    expected = 0.75 * standardised_rows(tiny_encoder.distance_rows(wines_80, seeds), seeds)
+    expected += 0.25 * standardised_rows(TfidfScorer(mode=CONCAT).distance_rows(wines_80, seeds), seeds)
+    assert np.allclose(joined.distance_rows(wines_80, seeds), expected, atol=1e-5)
+    # One vectoriser over title + description ranks otherwise than one per field.
+    assert not np.allclose(
+        joined.distance_rows(wines_80, seeds), with_tfidf(tiny_encoder, 0.25).distance_rows(wines_80, seeds)
+    )
+    assert joined.name.endswith("over concat") and tiny_encoder.mode == METRIC_INF
 
 
 def test_nearest_lists_the_lowest_fused_distances_without_the_item(wines_80, tiny_encoder):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 from conftest import REPO_ROOT
 
+from metricbert_trainer.evaluation.neighbours import CONCAT, METRIC_INF
 from metricbert_trainer.scripts.quality_tables import read_rows
 from metricbert_trainer.scripts.ranking_defaults import (
     ALONE,
@@ -18,14 +19,16 @@ from metricbert_trainer.scripts.ranking_defaults import (
     table,
 )
 
+FIELDS, JOINED = METRIC_INF, CONCAT
 RESULTS = REPO_ROOT / "docs" / "results" / "ranking_defaults.jsonl"
 
 
 def row(setting: tuple, benchmark: str, value: float, seed: int | None = None, per_pool=None) -> dict:
-    tfidf_weight, neighbours, weight = setting
+    tfidf_weight, neighbours, weight, mode = setting
     found = {
         "benchmark": benchmark, "view": "plain", "model": "m", "train_seed": seed,
         "tfidf_weight": tfidf_weight, "shared_neighbours": neighbours, "shared_neighbour_weight": weight,
+        "tfidf_mode": mode,
         "metrics": {"mpr": value, "hr@100": value, "map": value, "ndcg@20": value},
     }  # fmt: skip
     if per_pool is not None:
@@ -39,7 +42,7 @@ def seeded(setting: tuple, benchmark: str, values: tuple[float, ...]) -> list[di
 
 
 def test_a_loss_within_the_training_seed_spread_is_no_harm_and_one_beyond_it_is():
-    hybrid, reranked, greedy = (0.2, 0, 0.0), (0.2, 20, 0.5), (0.4, 50, 0.5)
+    hybrid, reranked, greedy = (0.2, 0, 0.0, FIELDS), (0.2, 20, 0.5, FIELDS), (0.4, 50, 0.5, JOINED)
     # The encoder alone: a spread of 0.5 over training seeds on "a" and "b".
     rows = seeded(ALONE, "a", (9.5, 10.0, 10.5)) + seeded(ALONE, "b", (9.5, 10.0, 10.5))
     rows += seeded(hybrid, "a", (10.0, 10.5, 11.0)) + seeded(
@@ -62,7 +65,7 @@ def test_a_loss_within_the_training_seed_spread_is_no_harm_and_one_beyond_it_is(
 
 
 def test_on_graded_pools_a_loss_is_harm_beyond_the_standard_error_of_the_paired_differences():
-    steady, noisy = (0.1, 0, 0.0), (0.3, 0, 0.0)
+    steady, noisy = (0.1, 0, 0.0, FIELDS), (0.3, 0, 0.0, JOINED)
     base = np.array([40.0, 50.0, 60.0, 30.0])
     rows = [row(ALONE, "pools", 0.0, per_pool=base)]
     rows.append(row(steady, "pools", 0.0, per_pool=base - 1.0))  # every pool 1 lower: SE 0, harm
@@ -77,8 +80,8 @@ def test_on_graded_pools_a_loss_is_harm_beyond_the_standard_error_of_the_paired_
 
 def test_gains_average_the_training_seeds_before_comparing():
     rows = [row(ALONE, "a", 10.0, seed) for seed in (1, 2)]
-    rows += [row((0.1, 0, 0.0), "a", value, seed) for seed, value in ((1, 9.0), (2, 13.0))]
-    assert gains(rows)[(0.1, 0, 0.0)][("a", "plain", "m")]["mpr"] == 1.0
+    rows += [row((0.1, 0, 0.0, FIELDS), "a", value, seed) for seed, value in ((1, 9.0), (2, 13.0))]
+    assert gains(rows)[(0.1, 0, 0.0, FIELDS)][("a", "plain", "m")]["mpr"] == 1.0
 
 
 def test_the_shipped_results_choose_the_defaults_and_the_page_quotes_them():
