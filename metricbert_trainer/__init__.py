@@ -2,8 +2,8 @@
 
 The public names below are imported on first use (PEP 562), as transformers does: importing one
 module of the package (a data set's build script, ``metricbert_trainer.data.evaluation_sets``)
-then imports that module alone, not the trainer with torch and transformers behind it, which took
-about 15 s of each such process on 2 Zen 3 cores.
+then imports that module alone, not the trainer with torch and transformers behind it, whose
+import is most of a short script's time.
 """
 
 from __future__ import annotations

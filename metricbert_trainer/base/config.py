@@ -122,9 +122,10 @@ class CatalogTrainerConfig(TrainingArguments):
     mlm_weight: float = field(
         default=0.0,
         metadata={
-            "help": "Weight of the masked-language-model loss (the papers: 1); 0 leaves it out. Default 0: on a "
-            "model without a trained MLM head (all-MiniLM-L6-v2 ships without one) the MLM term dominated the loss "
-            "and hurt rankings (docs/quality.md, docs/recobert.md)."
+            "help": "Weight of the masked-language-model loss (the papers: 1); 0 leaves it out. The MetricBERT "
+            "recipes train with 1 on a head warmed up first (mlm_head_warmup_steps): on a model without a trained "
+            "MLM head (all-MiniLM-L6-v2 ships without one) an unwarmed head's loss dominates the step "
+            "(docs/quality.md, docs/recobert.md)."
         },
     )
     mlm_probability: float = field(
