@@ -138,7 +138,7 @@ def test_importing_every_module_leaves_the_plotting_backend_alone():
 def test_a_data_module_imports_without_the_trainer_and_every_public_name_resolves():
     """The package's public names are imported on first use: a data set's build script, which
     imports ``metricbert_trainer.data.evaluation_sets``, starts without torch and transformers
-    (about 15 s of each such process on 2 Zen 3 cores); every name of ``__all__`` still resolves."""
+    (most of a short script's time); every name of ``__all__`` still resolves."""
     import subprocess
     import sys
 
