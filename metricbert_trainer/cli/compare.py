@@ -11,6 +11,7 @@ from pathlib import Path
 
 from metricbert_trainer.cli.options import (
     add_shared_neighbour_weight,
+    add_tfidf_mode,
     annotation_options,
     catalog_options,
     encoder_scorer,
@@ -147,6 +148,7 @@ def add_scorer_arguments(parser: argparse.ArgumentParser) -> None:
         "by K shared neighbours, as evaluate and recommend do "
         f"({DEFAULT_NEIGHBOURS or 'off'} by default; the catalog is encoded again for it).",
     )
+    add_tfidf_mode(parser)
     add_shared_neighbour_weight(parser)
 
 
@@ -172,8 +174,10 @@ def scorers(args: argparse.Namespace, catalog: Catalog) -> Iterator[tuple[Scorer
                 read = {"model": path, "max_length": scorer.max_length}
                 yield scorer, read
                 if args.tfidf_weight:
-                    scorer = with_tfidf(scorer, args.tfidf_weight, tfidf_cache=tfidf_cache_beside(cache))
-                    yield scorer, read | {"tfidf_weight": args.tfidf_weight}
+                    scorer = with_tfidf(
+                        scorer, args.tfidf_weight, tfidf_mode=args.tfidf_mode, tfidf_cache=tfidf_cache_beside(cache)
+                    )
+                    yield scorer, read | {"tfidf_weight": args.tfidf_weight, "tfidf_mode": args.tfidf_mode}
                 if args.shared_neighbours:
                     settings = {
                         "shared_neighbours": args.shared_neighbours,

@@ -17,7 +17,7 @@ from metricbert_trainer.data.graded_pools import GradedPools
 from metricbert_trainer.data.output_files import write_text_whole
 from metricbert_trainer.evaluation.embedding_cache import check_cache_path
 from metricbert_trainer.evaluation.encoding import PRECISIONS
-from metricbert_trainer.evaluation.hybrid import DEFAULT_TFIDF_WEIGHT, with_tfidf
+from metricbert_trainer.evaluation.hybrid import DEFAULT_TFIDF_MODE, DEFAULT_TFIDF_WEIGHT, with_tfidf
 from metricbert_trainer.evaluation.neighbours import CONCAT, METRIC_INF, mode_label
 from metricbert_trainer.evaluation.pool_metrics import POOL_METRICS, PoolScores, facet_metric
 from metricbert_trainer.evaluation.scorers import EncoderScorer, Scorer, recorded_max_length
@@ -150,6 +150,7 @@ def model_options() -> argparse.ArgumentParser:
         help=f"TF-IDF's share of a hybrid ranking with the model (default {DEFAULT_TFIDF_WEIGHT}, chosen on "
         "dev seeds: docs/quality.md); 0 ranks by the model alone.",
     )
+    add_tfidf_mode(parser)
     parser.add_argument(
         "--shared-neighbours",
         type=integer_at_least(0),
@@ -170,6 +171,19 @@ def model_options() -> argparse.ArgumentParser:
         "thousands of items (docs/scale_out.md); 0 lists exactly (default).",
     )
     return parser
+
+
+def add_tfidf_mode(parser: argparse.ArgumentParser) -> None:
+    """``--tfidf-mode``: the views the hybrid's TF-IDF compares, beside each command's ``--tfidf-weight``."""
+    parser.add_argument(
+        "--tfidf-mode",
+        choices=(CONCAT, METRIC_INF),
+        default=DEFAULT_TFIDF_MODE,
+        help=f"What the hybrid's TF-IDF compares: {CONCAT} (one vectoriser over the fields joined, so a word "
+        f"one item's title shares with another's description counts) or {METRIC_INF} (each field with the "
+        f"same field; the category catalogs' option with --tfidf-weight 0.3 --shared-neighbours 50 "
+        f"--shared-neighbour-weight 0.5). Default {DEFAULT_TFIDF_MODE}, chosen with the weight (docs/quality.md).",
+    )
 
 
 def add_precision(parser: argparse.ArgumentParser) -> None:
@@ -237,6 +251,7 @@ def ranking_scorer(
             args, model, tokenizer, args.scorer, name, cache_path=cache_path, precision=args.precision
         ),
         args.tfidf_weight,
+        tfidf_mode=args.tfidf_mode,
         tfidf_cache=tfidf_cache_beside(cache_path) if cache_path else None,
     )
     if not args.shared_neighbours:

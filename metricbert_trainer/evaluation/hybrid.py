@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from metricbert_trainer.data.catalog import Catalog
+from metricbert_trainer.evaluation.neighbours import CONCAT
 from metricbert_trainer.evaluation.scorers import Scorer, TfidfScorer, VectorScorer
 
 # TF-IDF's share of the fused score in the ranking of ``evaluate`` and ``recommend``. Chosen on the
@@ -30,10 +31,11 @@ from metricbert_trainer.evaluation.scorers import Scorer, TfidfScorer, VectorSco
 # and the trained encoder, together with the shared-neighbour re-ranking that follows it, by a
 # rule that lets it harm no benchmark beyond its noise (benchmarks/ranking_defaults.py;
 # docs/quality.md, "Expert judgments").
-DEFAULT_TFIDF_WEIGHT = 0.1
-# The views TF-IDF compares in that ranking: None, the encoder's own (``--scorer``); chosen with
-# the weight by the same rule.
-DEFAULT_TFIDF_MODE: str | None = None
+DEFAULT_TFIDF_WEIGHT = 0.3
+# The views TF-IDF compares in that ranking, chosen with the weight by the same rule: the item's
+# fields joined into one text (one vectoriser over title and description, so that a word the title
+# shares with the other item's description counts), whatever views the encoder compares.
+DEFAULT_TFIDF_MODE = CONCAT
 
 
 def standardised_rows(rows: np.ndarray, queries: Sequence[int]) -> np.ndarray:
@@ -100,13 +102,13 @@ def with_tfidf(
     scorer: VectorScorer,
     tfidf_weight: float = DEFAULT_TFIDF_WEIGHT,
     *,
-    tfidf_mode: str | None = None,
+    tfidf_mode: str | None = DEFAULT_TFIDF_MODE,
     tfidf_cache: str | Path | None = None,
 ) -> Scorer:
     """``scorer`` fused with TF-IDF, TF-IDF weighing ``tfidf_weight`` and the scorer
     ``1 - tfidf_weight``; ``scorer`` itself when the weight is 0. ``tfidf_mode``: the views TF-IDF
     compares (``metric_inf``: one vectoriser per field; ``concat``: one over the joined fields, whose
-    shared words count across fields); the scorer's own ``mode`` when None. ``tfidf_cache``: where
+    shared words count across fields; the default); the scorer's own ``mode`` when None. ``tfidf_cache``: where
     the fitted TF-IDF is kept (``TfidfScorer.cache_path``)."""
     if not 0 <= tfidf_weight <= 1:
         raise ValueError(f"tfidf_weight must lie in [0, 1]; got {tfidf_weight}.")

@@ -57,7 +57,7 @@ logger = logging.getLogger(__name__)
 
 # The re-ranking of ``evaluate`` and ``recommend``: the neighbours listed per item (0: no re-ranking)
 # and the overlap's weight, chosen with the hybrid's TF-IDF weight (``hybrid.DEFAULT_TFIDF_WEIGHT``).
-DEFAULT_NEIGHBOURS = 10
+DEFAULT_NEIGHBOURS = 20
 DEFAULT_WEIGHT = 0.25
 # Rows of the base scorer's distances held at a time while the lists are built ([CHUNK, N] floats).
 CHUNK = 512

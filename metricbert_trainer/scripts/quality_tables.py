@@ -45,7 +45,8 @@ from metricbert_trainer.data.catalog import Catalog, load_catalog
 from metricbert_trainer.data.graded_pools import GradedPools, is_pool_file, load_graded_pools
 from metricbert_trainer.data.lengths import data_driven_max_length
 from metricbert_trainer.evaluation.evaluator import evaluate_distance_rows
-from metricbert_trainer.evaluation.hybrid import DEFAULT_TFIDF_WEIGHT, with_tfidf
+from metricbert_trainer.evaluation.hybrid import DEFAULT_TFIDF_MODE, DEFAULT_TFIDF_WEIGHT, with_tfidf
+from metricbert_trainer.evaluation.neighbours import CONCAT, METRIC_INF
 from metricbert_trainer.evaluation.pool_metrics import POOL_METRICS, pool_rows, pool_scores
 from metricbert_trainer.evaluation.scorers import EncoderScorer, Scorer, TfidfScorer, load_encoder
 from metricbert_trainer.evaluation.shared_neighbours import (
@@ -76,7 +77,8 @@ TABLE_NEIGHBOUR_WEIGHT = 0.5
 HYBRID = f" + TF-IDF {TABLE_TFIDF_WEIGHT:g}"
 RERANKED = f" + shared neighbours {TABLE_NEIGHBOURS}"
 DEFAULT_RANKING = (
-    f" + TF-IDF {DEFAULT_TFIDF_WEIGHT:g} + shared neighbours {DEFAULT_NEIGHBOURS} at {DEFAULT_WEIGHT:g}"
+    f" + TF-IDF {DEFAULT_TFIDF_WEIGHT:g}{' over joined fields' if DEFAULT_TFIDF_MODE == CONCAT else ''}"
+    f" + shared neighbours {DEFAULT_NEIGHBOURS} at {DEFAULT_WEIGHT:g}"
 )
 
 
@@ -376,13 +378,15 @@ def encoder_rows(
     scorers = encoder_scorers(spec, benchmark, models_dir, views, models, with_start=with_start)
     for name, seed, view, scorer in scorers:
         catalog = {view: views[view]}
-        hybrid = with_tfidf(scorer, TABLE_TFIDF_WEIGHT)
+        hybrid = with_tfidf(scorer, TABLE_TFIDF_WEIGHT, tfidf_mode=METRIC_INF)
         rankings = [
             scorer,
             hybrid,
             SharedNeighbourScorer(hybrid, TABLE_NEIGHBOURS, TABLE_NEIGHBOUR_WEIGHT),
             SharedNeighbourScorer(
-                with_tfidf(scorer, DEFAULT_TFIDF_WEIGHT), DEFAULT_NEIGHBOURS, DEFAULT_WEIGHT
+                with_tfidf(scorer, DEFAULT_TFIDF_WEIGHT, tfidf_mode=DEFAULT_TFIDF_MODE),
+                DEFAULT_NEIGHBOURS,
+                DEFAULT_WEIGHT,
             ),
         ]
         for row_name, ranker in zip(ranked_as(name), rankings, strict=True):
