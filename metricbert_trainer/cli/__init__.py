@@ -14,7 +14,9 @@
 Model paths may be plain Hugging Face folders or sentence-transformers folders; ``NAME=PATH``
 names a model's rows in the tables. Everything is computed by the library's scorers, ranking and
 metrics; ``evaluate`` and ``recommend`` rank in the hybrid with TF-IDF by default
-(``evaluation.hybrid``), ``--tfidf-weight 0`` by the model alone, as the trainer's evaluation does.
+(``evaluation.hybrid``), ``--tfidf-weight 0`` by the model alone, as the trainer's evaluation does,
+and keep what they compute from the catalog in the user's cache folder for the next call, unless
+given ``--cache FILE`` or ``--no-cache`` (``evaluation.cache_folder``).
 """
 
 from __future__ import annotations

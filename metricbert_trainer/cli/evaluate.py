@@ -9,6 +9,7 @@ from metricbert_trainer.cli.options import (
     annotation_options,
     catalog_options,
     check_caches,
+    command_cache,
     command_max_length,
     load_cli_catalog,
     model_options,
@@ -19,6 +20,7 @@ from metricbert_trainer.cli.options import (
     ranking_scorer,
     report_header,
     results_table,
+    trim_cache_folder,
     write_json,
 )
 from metricbert_trainer.data.annotations import load_annotations
@@ -66,7 +68,8 @@ def run(args: argparse.Namespace) -> int:
     annotations = load(args.annotations, catalog, on_unmatched=args.on_unmatched)
     name, path = name_and_path(args.model)
     model, tokenizer = load_encoder(path, device=args.device)
-    scorer = ranking_scorer(args, model, tokenizer, name, cache_path=args.cache)
+    cache = command_cache(args, model, tokenizer, catalog)
+    scorer = ranking_scorer(args, model, tokenizer, name, cache_path=cache)
     if pooled:
         scores = score_pools(scorer, catalog, annotations)
         metrics = scores.summary()
@@ -90,4 +93,5 @@ def run(args: argparse.Namespace) -> int:
         if pooled:
             report["per_pool"] = per_pool(catalog, scores)
         write_json(Path(args.output), report)
+    trim_cache_folder(args, cache)
     return 0

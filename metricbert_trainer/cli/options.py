@@ -14,9 +14,16 @@ from metricbert_trainer.base.config import has_bf16_instructions
 from metricbert_trainer.data.annotations import ON_UNMATCHED, Annotations
 from metricbert_trainer.data.catalog import Catalog, load_catalog
 from metricbert_trainer.data.graded_pools import GradedPools
-from metricbert_trainer.data.output_files import write_text_whole
+from metricbert_trainer.data.output_files import unwritable_problem, write_text_whole
+from metricbert_trainer.evaluation.cache_folder import (
+    CACHE_VARIABLE,
+    DEFAULT_LIMIT_GIB,
+    cache_folder,
+    folder_cache_path,
+    used_and_trimmed,
+)
 from metricbert_trainer.evaluation.embedding_cache import check_cache_path
-from metricbert_trainer.evaluation.encoding import PRECISIONS
+from metricbert_trainer.evaluation.encoding import PRECISIONS, precision_label
 from metricbert_trainer.evaluation.hybrid import DEFAULT_TFIDF_MODE, DEFAULT_TFIDF_WEIGHT, with_tfidf
 from metricbert_trainer.evaluation.neighbours import CONCAT, METRIC_INF, mode_label
 from metricbert_trainer.evaluation.pool_metrics import POOL_METRICS, PoolScores, facet_metric
@@ -136,12 +143,30 @@ def model_options() -> argparse.ArgumentParser:
         help=f"{METRIC_INF} (sum of per-field angular distances), {CONCAT} "
         "(fields joined, the paper's Mean) or a field name.",
     )
-    parser.add_argument(
+    caches = parser.add_mutually_exclusive_group()
+    caches.add_argument(
         "--cache",
         default=None,
+        metavar="FILE",
         help="An .npz to keep the catalog embeddings in and reuse (it only ever replaces such a cache); the "
         "hybrid's TF-IDF matrices and the re-ranking's shared-neighbour lists are kept beside it "
-        "(NAME.tfidf.npz, NAME.shared-neighbours.npz).",
+        "(NAME.tfidf.npz, NAME.shared-neighbours.npz). Without it they are kept in the cache folder: "
+        f"${CACHE_VARIABLE}, else $XDG_CACHE_HOME/metricbert, else ~/.cache/metricbert, one set per model, "
+        "catalog and setting (docs/evaluation.md).",
+    )
+    caches.add_argument(
+        "--no-cache",
+        action="store_true",
+        help="Keep no cache: encode the catalog, fit the TF-IDF and list the shared neighbours on every call.",
+    )
+    parser.add_argument(
+        "--cache-limit",
+        type=positive_number,
+        default=DEFAULT_LIMIT_GIB,
+        metavar="GIB",
+        help="After a call, remove the cache folder's caches used least recently until they hold at most "
+        f"GIB GiB (default {DEFAULT_LIMIT_GIB:g}): only caches this library wrote there, never the call's "
+        "own, never another file.",
     )
     parser.add_argument(
         "--tfidf-weight",
@@ -229,6 +254,14 @@ def unit_interval(text: str) -> float:
     return value
 
 
+def positive_number(text: str) -> float:
+    """An argparse ``type`` for finite numbers above 0."""
+    value = finite_number(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be above 0; got {text}")
+    return value
+
+
 def positive_unit_interval(text: str) -> float:
     """An argparse ``type`` for numbers above 0, up to 1."""
     value = unit_interval(text)
@@ -277,6 +310,37 @@ def check_caches(args: argparse.Namespace) -> None:
         check_tfidf_cache_path(tfidf_cache_beside(args.cache))
     if args.shared_neighbours:
         check_lists_cache_path(lists_cache_beside(args.cache))
+
+
+def command_cache(args: argparse.Namespace, model, tokenizer, catalog: Catalog) -> str | Path | None:
+    """Where ``evaluate`` and ``recommend`` keep their caches: ``--cache``; none with
+    ``--no-cache``; else the cache folder's file for this model, catalog and setting
+    (``cache_folder.folder_cache_path``), so that the same call made again reads the vectors, the
+    TF-IDF and the lists back. A cache folder where nothing can be written costs the caching, not
+    the command: a warning, and no cache."""
+    if args.cache or args.no_cache:
+        return args.cache
+    folder = cache_folder()
+    problem = unwritable_problem(folder, option="the cache folder")
+    if problem:
+        logger.warning("%s; ranking without a cache (--cache FILE keeps one elsewhere).", problem)
+        return None
+    return folder_cache_path(
+        folder,
+        Path(model.name_or_path),
+        catalog,
+        mode=args.scorer,
+        max_length=command_max_length(args, model, tokenizer),
+        precision=precision_label(model.device, args.precision),
+    )
+
+
+def trim_cache_folder(args: argparse.Namespace, cache: str | Path | None) -> None:
+    """After a command's work, the cache folder's caches trimmed to ``--cache-limit``
+    (``cache_folder.used_and_trimmed``), those the command used kept; a ``--cache`` the user named
+    is the user's to manage."""
+    if cache is not None and not args.cache:
+        used_and_trimmed(Path(cache), int(args.cache_limit * 2**30))
 
 
 def encoder_scorer(

@@ -1,14 +1,16 @@
-"""``metricbert recommend``: the items most similar to one item, or to every item (``--all``),
-written as a table (``evaluation.recommendations``)."""
+"""``metricbert recommend``: the items most similar to one item, printed nearest first, or to every
+item (``--all``), written as a table (``evaluation.recommendations``)."""
 
 from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
+from pathlib import Path
 
 from metricbert_trainer.cli.options import (
     catalog_options,
     check_caches,
+    command_cache,
     integer_at_least,
     load_cli_catalog,
     model_options,
@@ -16,11 +18,13 @@ from metricbert_trainer.cli.options import (
     name_and_path,
     overwrite_options,
     ranking_scorer,
+    trim_cache_folder,
 )
+from metricbert_trainer.data.catalog import Catalog
 from metricbert_trainer.data.output_files import check_new_file
 from metricbert_trainer.data.text_safety import shown
 from metricbert_trainer.errors import UsageError
-from metricbert_trainer.evaluation.neighbours import mode_label
+from metricbert_trainer.evaluation.neighbours import CONCAT, TopK, catalog_views, mode_label
 from metricbert_trainer.evaluation.recommendations import (
     FORMATS,
     recommendation_format,
@@ -38,7 +42,11 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         help="The items most similar to one item, or to every item (--all --output FILE).",
     )
     which = recommend.add_mutually_exclusive_group(required=True)
-    which.add_argument("--item", help="Id of the item to find neighbours for.")
+    which.add_argument(
+        "--item",
+        help="Id of the item to list the neighbours of, nearest first: rank, id and title, and, when the model "
+        "alone ranks (--tfidf-weight 0 --shared-neighbours 0), its similarity from 0 to 1.",
+    )
     which.add_argument(
         "--all",
         action="store_true",
@@ -102,18 +110,41 @@ def run(args: argparse.Namespace) -> int:
             f"No item with id {args.item!r} in {catalog.source} (ids come from the "
             f"{args.id_column!r} column; items with an empty text field are skipped)."
         ) from None
-    neighbours = command_scorer(args).nearest(catalog, [item], args.top_k)
+    scorer, cache = command_scorer(args, catalog)
+    print(recommendation_text(args, catalog, item, scorer.nearest(catalog, [item], args.top_k)))
+    trim_cache_folder(args, cache)
+    return 0
+
+
+def recommendation_text(args: argparse.Namespace, catalog: Catalog, item: int, neighbours: TopK) -> str:
+    """What ``--item`` prints: the item and its ranking, what the numbers mean, and the table of
+    its neighbours nearest first (rank, id, title), with the model's similarity when the model
+    alone ranks them (``ranks_by_the_model_alone``)."""
     # Catalog text reaches the terminal escaped: no title or id can run an escape sequence there.
     titles, ids = [shown(title) for title in catalog.display_titles], [shown(id_) for id_ in catalog.ids]
-    print(f"Most similar to {titles[item]} (id {ids[item]}), by {ranking_label(args)}:\n")
-    rows = [
-        (rank, ids[index], titles[index], f"{distance:.4f}")
-        for rank, (index, distance) in enumerate(
-            zip(neighbours.indices[0], neighbours.distances[0], strict=True), 1
+    lines = [f"Most similar to {titles[item]} (id {ids[item]}), by {ranking_label(args)}."]
+    rows = [[rank, ids[index], titles[index]] for rank, index in enumerate(neighbours.indices[0], 1)]
+    headers = ["Rank", "Id", "Title"]
+    if ranks_by_the_model_alone(args):
+        views = list(catalog_views(catalog, args.scorer))
+        compared = (
+            "the fields joined" if args.scorer == CONCAT else " and ".join(f"{v} to {v}" for v in views)
         )
-    ]
-    print(markdown_table(["Rank", "Id", "Title", "Distance"], rows, align="rllr"))
-    return 0
+        averaged = ", averaged" if len(views) > 1 else ""
+        lines.append(
+            f"Similarity: 1 - the model's angular distance ({compared}{averaged}), from 0 to 1: "
+            "1 the same direction, 0.5 at right angles (unrelated), 0 opposite."
+        )
+        for row, distance in zip(rows, neighbours.distances[0], strict=True):
+            row.append(f"{1 - distance / len(views):.3f}")  # the distance sums the views' angular distances
+        headers.append("Similarity")
+    else:
+        lines.append(
+            "Nearest first. This ranking adds up scores standardised per item, so it has no similarity "
+            "to print; --tfidf-weight 0 --shared-neighbours 0 ranks by the model alone and prints its "
+            "similarity (0 to 1)."
+        )
+    return "\n".join([*lines, "", markdown_table(headers, rows, align="rllr"[: len(headers)])])
 
 
 def run_all(args: argparse.Namespace) -> int:
@@ -131,8 +162,9 @@ def run_all(args: argparse.Namespace) -> int:
     check_caches(args)
     catalog = load_cli_catalog(args)
     items = shard_items(len(catalog), args.num_shards, args.shard_index)
+    scorer, cache = command_scorer(args, catalog)
     written = write_recommendations(
-        command_scorer(args),
+        scorer,
         catalog,
         args.top_k,
         args.output,
@@ -142,7 +174,9 @@ def run_all(args: argparse.Namespace) -> int:
     )
     among = f", each searched among {args.candidates} candidates" if args.candidates else ""
     of = f"{len(items)} items" if args.num_shards == 1 else shard_label(items, len(catalog), args)
-    print(f"{args.output}: {written} neighbours of {of}, by {ranking_label(args)}{among}.")
+    units = "" if ranks_by_the_model_alone(args) else "; distances in standard deviations"
+    print(f"{args.output}: {written} neighbours of {of}, by {ranking_label(args)}{units}{among}.")
+    trim_cache_folder(args, cache)
     return 0
 
 
@@ -154,12 +188,20 @@ def shard_label(items: Sequence[int], count: int, args: argparse.Namespace) -> s
     )
 
 
-def command_scorer(args: argparse.Namespace) -> Scorer:
-    """The ranking the command's options ask for (``--model`` under ``ranking_scorer``), caches
-    beside ``--cache``."""
+def command_scorer(args: argparse.Namespace, catalog: Catalog) -> tuple[Scorer, str | Path | None]:
+    """The ranking the command's options ask for (``--model`` under ``ranking_scorer``) and where
+    its caches are kept (``command_cache``)."""
     name, path = name_and_path(args.model)
     model, tokenizer = load_encoder(path, device=args.device)
-    return ranking_scorer(args, model, tokenizer, name, cache_path=args.cache)
+    cache = command_cache(args, model, tokenizer, catalog)
+    return ranking_scorer(args, model, tokenizer, name, cache_path=cache), cache
+
+
+def ranks_by_the_model_alone(args: argparse.Namespace) -> bool:
+    """Whether the model's distances rank the items as they are, neither fused with TF-IDF nor
+    re-ranked: only then is a neighbour's distance a similarity a person can read (the fused and
+    re-ranked distances are standardised per item, each item's scale its own)."""
+    return not (args.tfidf_weight or args.shared_neighbours)
 
 
 def ranking_label(args: argparse.Namespace) -> str:
@@ -171,6 +213,4 @@ def ranking_label(args: argparse.Namespace) -> str:
         by += f", re-ranked by {args.shared_neighbours} shared neighbours (weight {args.shared_neighbour_weight:g})"
         if args.shared_neighbour_candidates:
             by += f" listed among {args.shared_neighbour_candidates} candidates"
-    if args.tfidf_weight or args.shared_neighbours:
-        by += "; distances in standard deviations"
     return by

@@ -321,7 +321,7 @@ def npz_names(path: Path) -> list[str] | None:
     try:
         with np.load(path, allow_pickle=False) as stored:
             return list(stored.files)
-    except (OSError, ValueError, EOFError):
+    except UNREADABLE:  # a damaged zip archive (BadZipFile) is not a cache either
         return None
 
 

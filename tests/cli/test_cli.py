@@ -1,8 +1,10 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -210,7 +212,7 @@ def test_evaluate_and_recommend_rerank_by_shared_neighbours_when_asked(
     assert rows[-1]["metrics"] == reports["5"]["metrics"]
     assert main(["recommend", *common, "--item", "7", "--shared-neighbours", "5"]) == 0
     assert (
-        f", re-ranked by 5 shared neighbours (weight {DEFAULT_WEIGHT:g}); distances in standard deviations"
+        f", re-ranked by 5 shared neighbours (weight {DEFAULT_WEIGHT:g}).\nNearest first. This ranking "
         in (capsys.readouterr().out)
     )
     # Lists searched among 20 candidates from a FAISS index: another ranking, recorded as such.
@@ -452,6 +454,116 @@ def test_encode_writes_the_cache_recommend_then_reads(files, tiny_model_path, tm
         == 1
     )
     assert "Unknown scoring mode 'colour'" in capsys.readouterr().err
+
+
+def test_recommend_and_evaluate_keep_their_caches_in_the_cache_folder_unless_told_not_to(
+    files, tiny_model_path, tmp_path, monkeypatch, capsys, caplog
+):
+    """Without --cache the embeddings, TF-IDF and shared-neighbour lists are kept in
+    $METRICBERT_CACHE (else $XDG_CACHE_HOME/metricbert), and the same call made again reads all
+    three back, writes nothing and answers the same; --no-cache keeps nothing."""
+    folder = tmp_path / "cache"
+    monkeypatch.setenv("METRICBERT_CACHE", str(folder))
+    recommend = ["recommend", "--model", tiny_model_path, "--catalog", str(files / "wines.csv")]
+    recommend += ["--item", "7", "--max-length", "32", "--shared-neighbours", "5"]
+    caplog.set_level("INFO", logger="metricbert_trainer")
+    assert main(recommend) == 0
+    first = capsys.readouterr().out
+    kept = sorted(path.name for path in folder.iterdir())
+    assert len(kept) == 3 and kept[0].startswith(Path(tiny_model_path).name)
+    embeddings = folder / kept[0]
+    assert kept[1:] == [f"{embeddings.stem}.shared-neighbours.npz", f"{embeddings.stem}.tfidf.npz"]
+    caplog.clear()
+    assert main(recommend) == 0
+    assert capsys.readouterr().out == first
+    assert f"Reusing embeddings from {embeddings} (encoded in fp32)" in caplog.text
+    assert f"Reusing the TF-IDF matrices of {folder / kept[2]}" in caplog.text
+    assert f"reusing the lists of {folder / kept[1]}" in caplog.text
+    assert "Wrote" not in caplog.text and "kept the lists" not in caplog.text
+    assert sorted(path.name for path in folder.iterdir()) == kept
+    # --no-cache: nothing read, nothing written.
+    monkeypatch.setenv("METRICBERT_CACHE", str(tmp_path / "unused"))
+    caplog.clear()
+    assert main([*recommend, "--no-cache"]) == 0
+    assert capsys.readouterr().out == first
+    assert not (tmp_path / "unused").exists() and "Wrote" not in caplog.text and "Reusing" not in caplog.text
+    with pytest.raises(SystemExit) as refused:
+        main([*recommend, "--no-cache", "--cache", str(tmp_path / "c.npz")])
+    assert refused.value.code == 2 and "not allowed with argument" in capsys.readouterr().err
+    # Without $METRICBERT_CACHE, under $XDG_CACHE_HOME; evaluate keeps its caches as recommend does.
+    monkeypatch.delenv("METRICBERT_CACHE")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    evaluate = ["evaluate", *recommend[1:5], "--annotations", str(files / "annotations.csv")]
+    assert main([*evaluate, "--max-length", "32", "--shared-neighbours", "5"]) == 0
+    assert sorted(path.name for path in (tmp_path / "xdg" / "metricbert").iterdir()) == kept
+
+
+def test_the_cache_folder_is_trimmed_to_its_limit_least_recently_used_first_and_only_of_caches(
+    files, tiny_model_path, tmp_path, monkeypatch, capsys, caplog
+):
+    """--cache-limit: after a call, the caches an earlier call left go, least recently used first,
+    until the folder's caches fit; the call's own stay, and a user's files there are never touched."""
+    folder = tmp_path / "cache"
+    monkeypatch.setenv("METRICBERT_CACHE", str(folder))
+    recommend = ["recommend", "--model", tiny_model_path, "--catalog", str(files / "wines.csv")]
+    recommend += ["--item", "7"]
+    assert main([*recommend, "--max-length", "32"]) == 0
+    earlier = sorted(folder.iterdir())
+    for path in earlier:
+        os.utime(path, (1_000_000, 1_000_000))  # used long ago
+    np.savez(folder / "user.npz", weights=np.arange(3))
+    (folder / "notes.txt").write_text("mine\n", encoding="utf-8")
+    foreign = {path: path.read_bytes() for path in (folder / "user.npz", folder / "notes.txt")}
+    assert main([*recommend, "--max-length", "24"]) == 0  # another setting: three files of its own
+    latest = set(folder.iterdir()) - set(earlier) - set(foreign)
+    assert len(latest) == 3
+    limit = (sum(path.stat().st_size for path in latest) + 1) / 2**30  # the latest call's caches alone
+    caplog.set_level("INFO", logger="metricbert_trainer.evaluation.cache_folder")
+    assert main([*recommend, "--max-length", "24", "--cache-limit", f"{limit:.12f}"]) == 0
+    assert set(folder.iterdir()) == latest | set(foreign)
+    assert {path: path.read_bytes() for path in foreign} == foreign
+    assert f"Removed 3 cache file(s) of {folder}, the least recently used" in caplog.text
+    assert "more than the cache folder's limit" not in caplog.text
+    with pytest.raises(SystemExit) as refused:
+        main([*recommend, "--cache-limit", "0"])
+    assert refused.value.code == 2 and "must be above 0" in capsys.readouterr().err
+
+
+def test_recommend_prints_the_models_similarity_or_the_rank_alone(files, tiny_model_path, capsys):
+    """Ranked by the model alone, each neighbour's similarity is 1 - its angular distance averaged
+    over the fields, from 0 to 1 and falling down the list; a fused or re-ranked ranking, whose
+    distances are standardised per item, prints the rank alone and says why."""
+    from metricbert_trainer.data.catalog import load_catalog
+    from metricbert_trainer.evaluation.encoding import encode_catalog
+    from metricbert_trainer.evaluation.scorers import load_encoder
+
+    recommend = ["recommend", "--model", tiny_model_path, "--catalog", str(files / "wines.csv")]
+    recommend += ["--item", "7", "--max-length", "32", "--top-k", "5"]
+    assert main([*recommend, "--tfidf-weight", "0", "--shared-neighbours", "0"]) == 0
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert lines[0].endswith("(id 7), by Metric_Inf.")
+    assert lines[1].startswith(
+        "Similarity: 1 - the model's angular distance (title to title and description to description, "
+        "averaged), from 0 to 1"
+    )
+    assert "| Rank | Id | Title | Similarity |" in lines
+    rows = [line.split(" | ") for line in lines if line.startswith("| ") and not line.startswith("| Rank")]
+    ids, printed = [row[1] for row in rows], [float(row[-1].rstrip(" |")) for row in rows]
+    assert printed == sorted(printed, reverse=True) and all(0 <= value <= 1 for value in printed)
+    catalog = load_catalog(files / "wines.csv")
+    model, tokenizer = load_encoder(tiny_model_path, device="cpu")
+    views = encode_catalog(model, tokenizer, catalog, max_length=32)
+    item, others = catalog.ids.index("7"), [catalog.ids.index(id_) for id_ in ids]
+    angles = []
+    for vectors in views.values():
+        unit = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+        angles.append(np.arccos(np.clip(unit[others] @ unit[item], -1, 1)) / np.pi)
+    np.testing.assert_allclose(printed, 1 - np.mean(angles, axis=0), atol=6e-4)
+    assert main(recommend) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1].startswith("Nearest first. This ranking adds up scores standardised per item")
+    assert "| Rank | Id | Title |" in lines and not any("Similarity |" in line for line in lines)
 
 
 def test_a_model_is_read_at_the_length_its_folder_records_unless_asked_otherwise(
