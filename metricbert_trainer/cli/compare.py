@@ -175,7 +175,10 @@ def scorers(args: argparse.Namespace, catalog: Catalog) -> Iterator[tuple[Scorer
                 yield scorer, read
                 if args.tfidf_weight:
                     scorer = with_tfidf(
-                        scorer, args.tfidf_weight, tfidf_mode=args.tfidf_mode, tfidf_cache=tfidf_cache_beside(cache)
+                        scorer,
+                        args.tfidf_weight,
+                        tfidf_mode=args.tfidf_mode,
+                        tfidf_cache=tfidf_cache_beside(cache),
                     )
                     yield scorer, read | {"tfidf_weight": args.tfidf_weight, "tfidf_mode": args.tfidf_mode}
                 if args.shared_neighbours:

@@ -83,6 +83,7 @@ def run(args: argparse.Namespace) -> int:
             "scorer": args.scorer,
             "precision": args.precision,
             "tfidf_weight": args.tfidf_weight,
+            "tfidf_mode": args.tfidf_mode,
             "shared_neighbours": args.shared_neighbours,
             "shared_neighbour_weight": args.shared_neighbour_weight if args.shared_neighbours else None,
             "shared_neighbour_candidates": args.shared_neighbour_candidates

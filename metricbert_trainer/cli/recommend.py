@@ -208,7 +208,8 @@ def ranking_label(args: argparse.Namespace) -> str:
     """How the command's ranking is described: the scorer, the fusion and the re-ranking."""
     by = mode_label(args.scorer)
     if args.tfidf_weight:
-        by += f" fused with TF-IDF (weight {args.tfidf_weight:g})"
+        over = "the joined fields" if args.tfidf_mode == CONCAT else "each field"
+        by += f" fused with TF-IDF over {over} (weight {args.tfidf_weight:g})"
     if args.shared_neighbours:
         by += f", re-ranked by {args.shared_neighbours} shared neighbours (weight {args.shared_neighbour_weight:g})"
         if args.shared_neighbour_candidates:
