@@ -89,7 +89,9 @@ def ranked_as(model: str) -> tuple[str, ...]:
 
 # A ranking's suffix at any setting, so that rows written under earlier defaults are still
 # known as their encoder's (and replaced when it is ranked again).
-RANKING_SUFFIX = re.compile(r"( \+ TF-IDF [0-9.]+)?( \+ shared neighbours [0-9]+( at [0-9.]+)?)?$")
+RANKING_SUFFIX = re.compile(
+    r"( \+ TF-IDF [0-9.]+( over joined fields)?)?( \+ shared neighbours [0-9]+( at [0-9.]+)?)?$"
+)
 
 
 def encoder_of(name: str) -> str:
