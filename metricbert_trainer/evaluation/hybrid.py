@@ -115,7 +115,13 @@ def with_tfidf(
     if tfidf_weight == 0:
         return scorer
     tfidf = TfidfScorer(mode=tfidf_mode or scorer.mode, cache_path=tfidf_cache)
-    over = f" over {tfidf.mode}" if tfidf.mode != scorer.mode else ""
+    over = (
+        ""
+        if tfidf.mode == scorer.mode
+        else " over joined fields"
+        if tfidf.mode == CONCAT
+        else f" over {tfidf.mode}"
+    )
     return FusedScorer(
         parts=((scorer, 1 - tfidf_weight), (tfidf, tfidf_weight)),
         name=f"{scorer.name} + TF-IDF {tfidf_weight:g}{over}",

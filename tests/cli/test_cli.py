@@ -53,14 +53,16 @@ def test_evaluate_prints_a_table_and_writes_json(files, tiny_model_path, tmp_pat
     table = capsys.readouterr().out
     assert "| Scorer | MPR | MRR | HR@10 | HR@100 | raw MPR |" in table
     assert (
-        f"| tiny (Metric_Inf) + TF-IDF {DEFAULT_TFIDF_WEIGHT:g} + shared neighbours {DEFAULT_NEIGHBOURS} |"
+        f"| tiny (Metric_Inf) + TF-IDF {DEFAULT_TFIDF_WEIGHT:g} over joined fields + shared neighbours {DEFAULT_NEIGHBOURS} |"
         in table
     )  # the re-ranked hybrid by default
     report = json.loads(output.read_text())
     assert report["num_items"] == 60 and report["num_seeds"] == 3 and report["num_pairs"] == 6
     assert report["scorer"] == "metric_inf" and set(report["metrics"]) >= {"mpr", "raw_mpr", "hr@100"}
     assert (
-        report["tfidf_weight"] == DEFAULT_TFIDF_WEIGHT and report["shared_neighbours"] == DEFAULT_NEIGHBOURS
+        report["tfidf_weight"] == DEFAULT_TFIDF_WEIGHT
+        and report["shared_neighbours"] == DEFAULT_NEIGHBOURS
+        and report["tfidf_mode"] == "concat"
     )
     assert (tmp_path / "cache.npz").is_file()
 
@@ -181,7 +183,8 @@ def test_evaluate_and_recommend_rerank_by_shared_neighbours_when_asked(
     assert reports["5"]["shared_neighbours"] == 5 and reports["5"]["shared_neighbour_weight"] == 0.7
     assert reports["5"]["metrics"] != reports["0"]["metrics"]
     assert (
-        f"(Metric_Inf) + TF-IDF {DEFAULT_TFIDF_WEIGHT:g} + shared neighbours 5 |" in capsys.readouterr().out
+        f"(Metric_Inf) + TF-IDF {DEFAULT_TFIDF_WEIGHT:g} over joined fields + shared neighbours 5 |"
+        in capsys.readouterr().out
     )
     compare = [
         "compare",
@@ -208,7 +211,7 @@ def test_evaluate_and_recommend_rerank_by_shared_neighbours_when_asked(
     rows = json.loads((tmp_path / "c" / "results.json").read_text())["results"]
     assert [row["name"] for row in rows][
         -1
-    ] == f"tiny (Metric_Inf) + TF-IDF {DEFAULT_TFIDF_WEIGHT:g} + shared neighbours 5"
+    ] == f"tiny (Metric_Inf) + TF-IDF {DEFAULT_TFIDF_WEIGHT:g} over joined fields + shared neighbours 5"
     assert rows[-1]["metrics"] == reports["5"]["metrics"]
     assert main(["recommend", *common, "--item", "7", "--shared-neighbours", "5"]) == 0
     assert (
@@ -258,7 +261,8 @@ def test_recommend_lists_neighbours_without_the_item(files, tiny_model_path, cap
     out = capsys.readouterr().out
     assert (
         out.startswith("Most similar to ")
-        and f"(id 7), by Mean fused with TF-IDF (weight {DEFAULT_TFIDF_WEIGHT:g}" in out
+        and f"(id 7), by Mean fused with TF-IDF over the joined fields (weight {DEFAULT_TFIDF_WEIGHT:g}"
+        in out
     )
     rows = [line for line in out.splitlines() if line.startswith("| ") and not line.startswith("| Rank")]
     assert len(rows) == 5 and all(row.split(" | ")[1] != "7" for row in rows)

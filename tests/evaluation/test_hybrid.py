@@ -30,7 +30,7 @@ def test_each_row_is_standardised_over_its_candidates_the_query_left_out():
 
 def test_one_scorer_alone_ranks_as_it_does_unfused(wines_80):
     annotations = Annotations(similar={0: (5, 9), 3: (4,), 17: (30, 31, 32)}, source="hand-made")
-    tfidf = TfidfScorer()
+    tfidf = TfidfScorer(mode=CONCAT)  # the hybrid's TF-IDF by default
     alone = evaluate_scorer(tfidf, wines_80, annotations)
     assert (
         evaluate_scorer(with_tfidf(LdaScorer(num_topics=3, max_iter=2), 1.0), wines_80, annotations) == alone
@@ -40,7 +40,7 @@ def test_one_scorer_alone_ranks_as_it_does_unfused(wines_80):
 
 def test_the_fused_rows_are_the_weighted_standardised_rows(wines_80, tiny_encoder):
     seeds = [0, 3, 17]
-    fused = with_tfidf(tiny_encoder, 0.25).distance_rows(wines_80, seeds)
+    fused = with_tfidf(tiny_encoder, 0.25, tfidf_mode=METRIC_INF).distance_rows(wines_80, seeds)
     expected = 0.75 * standardised_rows(tiny_encoder.distance_rows(wines_80, seeds), seeds)
     expected += 0.25 * standardised_rows(TfidfScorer().distance_rows(wines_80, seeds), seeds)
     assert np.allclose(fused, expected, atol=1e-5)
@@ -49,17 +49,20 @@ def test_the_fused_rows_are_the_weighted_standardised_rows(wines_80, tiny_encode
     assert not np.array_equal(*orders)
 
 
-def test_tfidf_can_compare_the_joined_fields_while_the_encoder_compares_each_field(wines_80, tiny_encoder):
+def test_tfidf_compares_the_joined_fields_by_default_while_the_encoder_compares_each_field(
+    wines_80, tiny_encoder
+):
     seeds = [0, 3, 17]
-    joined = with_tfidf(tiny_encoder, 0.25, tfidf_mode=CONCAT)
+    joined = with_tfidf(tiny_encoder, 0.25)  # concat by default
     expected = 0.75 * standardised_rows(tiny_encoder.distance_rows(wines_80, seeds), seeds)
     expected += 0.25 * standardised_rows(TfidfScorer(mode=CONCAT).distance_rows(wines_80, seeds), seeds)
     assert np.allclose(joined.distance_rows(wines_80, seeds), expected, atol=1e-5)
     # One vectoriser over title + description ranks otherwise than one per field.
     assert not np.allclose(
-        joined.distance_rows(wines_80, seeds), with_tfidf(tiny_encoder, 0.25).distance_rows(wines_80, seeds)
+        joined.distance_rows(wines_80, seeds),
+        with_tfidf(tiny_encoder, 0.25, tfidf_mode=METRIC_INF).distance_rows(wines_80, seeds),
     )
-    assert joined.name.endswith("over concat") and tiny_encoder.mode == METRIC_INF
+    assert joined.name.endswith("over joined fields") and tiny_encoder.mode == METRIC_INF
 
 
 def test_nearest_lists_the_lowest_fused_distances_without_the_item(wines_80, tiny_encoder):
