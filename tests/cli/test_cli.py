@@ -14,7 +14,8 @@ from conftest import REPO_ROOT
 from metricbert_trainer.base.modeling import DEFAULT_MODEL
 from metricbert_trainer.cli import main
 from metricbert_trainer.cli.options import warn_of_emulated_bf16
-from metricbert_trainer.evaluation.hybrid import DEFAULT_TFIDF_WEIGHT
+from metricbert_trainer.evaluation.hybrid import DEFAULT_TFIDF_MODE, DEFAULT_TFIDF_WEIGHT, TFIDF_VIEWS
+from metricbert_trainer.evaluation.neighbours import CONCAT
 from metricbert_trainer.evaluation.shared_neighbours import DEFAULT_NEIGHBOURS, DEFAULT_WEIGHT
 
 
@@ -126,7 +127,9 @@ def test_evaluate_ranks_graded_pools_each_on_its_own(files, tiny_model_path, tmp
         (ids[5], "taste", 44),  # the query itself is not its own candidate
     ]
     catalog = load_catalog(files / "wines.csv")
-    expected = score_pools(TfidfScorer(), catalog, load_graded_pools(jsonl, catalog)).summary()
+    # --tfidf-weight 1 ranks by TF-IDF alone, in the hybrid's default views.
+    tfidf = TfidfScorer(mode=DEFAULT_TFIDF_MODE)
+    expected = score_pools(tfidf, catalog, load_graded_pools(jsonl, catalog)).summary()
     assert report["metrics"] == pytest.approx(expected)
     assert set(report["metrics"]) == {
         *("map", "ndcg%20", "ndcg@10"),
@@ -137,28 +140,30 @@ def test_evaluate_ranks_graded_pools_each_on_its_own(files, tiny_model_path, tmp
 def test_evaluate_ranks_by_the_model_alone_or_by_tfidf_alone_at_the_weights_ends(
     files, tiny_model_path, tmp_path
 ):
+    from metricbert_trainer.data.annotations import load_annotations
+    from metricbert_trainer.data.catalog import load_catalog
+    from metricbert_trainer.evaluation.evaluator import evaluate_scorer
+    from metricbert_trainer.evaluation.scorers import TfidfScorer
+
     common = ["--catalog", str(files / "wines.csv"), "--annotations", str(files / "annotations.csv")]
     common += ["--max-length", "64", "--cache", str(tmp_path / "cache.npz"), "--shared-neighbours", "0"]
     metrics = {}
-    for weight in ("0", "1"):
-        output = tmp_path / f"{weight}.json"
-        command = [
-            "evaluate",
-            "--model",
-            tiny_model_path,
-            *common,
-            "--tfidf-weight",
-            weight,
-            "--output",
-            str(output),
-        ]
-        assert main(command) == 0
-        metrics[weight] = json.loads(output.read_text())["metrics"]
+    for weight, views in (("0", []), ("1", []), ("1", ["--tfidf-mode", "metric_inf"])):
+        ranking = " ".join([weight, *views[1:]])
+        output = tmp_path / f"{ranking}.json"
+        command = ["evaluate", "--model", tiny_model_path, *common, "--tfidf-weight", weight, *views]
+        assert main([*command, "--output", str(output)]) == 0
+        metrics[ranking] = json.loads(output.read_text())["metrics"]
     assert (
         main(["compare", *common[:4], "--baselines", "tfidf", "--output-dir", str(tmp_path / "tfidf")]) == 0
     )
+    # compare's TF-IDF baseline is the paper's: one vectoriser per field, as --tfidf-mode metric_inf.
     tfidf = json.loads((tmp_path / "tfidf" / "results.json").read_text())["results"][0]["metrics"]
-    assert metrics["1"] == tfidf and metrics["0"] != tfidf
+    assert metrics["1 metric_inf"] == tfidf and metrics["0"] != tfidf
+    catalog = load_catalog(files / "wines.csv")
+    annotations = load_annotations(files / "annotations.csv", catalog)
+    joined = evaluate_scorer(TfidfScorer(mode=DEFAULT_TFIDF_MODE), catalog, annotations)
+    assert metrics["1"] == pytest.approx({name: float(value) for name, value in joined.items()})
 
 
 def test_evaluate_and_recommend_rerank_by_shared_neighbours_when_asked(
@@ -725,7 +730,7 @@ def test_compare_writes_table_json_and_chart(
         "tiny (Mean)",
         "tiny (Mean) + TF-IDF 0.3",
         "tiny (Metric_Inf)",
-        "tiny (Metric_Inf) + TF-IDF 0.3",
+        f"tiny (Metric_Inf) + TF-IDF 0.3 over {TFIDF_VIEWS[CONCAT]}",  # the hybrid's default views
         "SBERT tiny (Mean)",
         "SBERT tiny (Metric_Inf)",
         "tiny (4 scores, top 5 re-ranked)",
