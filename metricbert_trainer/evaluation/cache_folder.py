@@ -24,6 +24,7 @@ import re
 from pathlib import Path
 
 from metricbert_trainer.data.catalog import Catalog
+from metricbert_trainer.data.digests import add_catalog
 from metricbert_trainer.evaluation.embedding_cache import is_embedding_cache
 from metricbert_trainer.evaluation.shared_neighbours import is_lists_cache, lists_cache_beside
 from metricbert_trainer.evaluation.tfidf_cache import is_tfidf_cache, tfidf_cache_beside
@@ -78,10 +79,7 @@ def folder_cache_path(
     digest = hashlib.blake2b(digest_size=16)
     settings = [KEY_FORMAT, model_folder_files(model_folder), mode, max_length, precision]
     digest.update(json.dumps(settings).encode("utf-8"))
-    for column in ("id", *catalog.fields):
-        for text in (column, *catalog.column(column)):
-            data = text.encode("utf-8")
-            digest.update(len(data).to_bytes(8, "little") + data)
+    add_catalog(digest, catalog)
     model = re.sub(r"[^A-Za-z0-9_.-]+", "-", model_folder.name).strip(".-")[:40] or "model"
     return folder / f"{model}-{digest.hexdigest()}.npz"
 

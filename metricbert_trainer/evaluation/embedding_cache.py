@@ -16,6 +16,7 @@ import json
 import logging
 import zipfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from functools import partial
 from pathlib import Path
 from typing import IO
 
@@ -23,6 +24,7 @@ import numpy as np
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+from metricbert_trainer.data.digests import add_text
 from metricbert_trainer.data.output_files import unwritable_problem, write_whole
 from metricbert_trainer.errors import UsageError
 
@@ -234,9 +236,7 @@ def embedding_fingerprints(
     a cache's texts are filed under for a later catalog's update), the model hashed once for both."""
     digest = hashlib.blake2b(digest_size=20)
 
-    def add(text: str) -> None:
-        data = text.encode("utf-8")
-        digest.update(len(data).to_bytes(8, "little") + data)
+    add = partial(add_text, digest)
 
     add(CACHE_FORMAT)
     add(type(model.base_model).__name__)

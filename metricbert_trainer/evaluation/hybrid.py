@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from metricbert_trainer.data.catalog import Catalog
-from metricbert_trainer.evaluation.neighbours import CONCAT
+from metricbert_trainer.evaluation.neighbours import CONCAT, METRIC_INF
 from metricbert_trainer.evaluation.scorers import Scorer, TfidfScorer, VectorScorer
 
 # TF-IDF's share of the fused score in the ranking of ``evaluate`` and ``recommend``. Chosen on the
@@ -36,6 +36,8 @@ DEFAULT_TFIDF_WEIGHT = 0.3
 # fields joined into one text (one vectoriser over title and description, so that a word the title
 # shares with the other item's description counts), whatever views the encoder compares.
 DEFAULT_TFIDF_MODE = CONCAT
+# The TF-IDF views in words, as fused scorers' names and the study tables give them.
+TFIDF_VIEWS = {CONCAT: "joined fields", METRIC_INF: "each field"}
 
 
 def standardised_rows(rows: np.ndarray, queries: Sequence[int]) -> np.ndarray:
@@ -115,13 +117,7 @@ def with_tfidf(
     if tfidf_weight == 0:
         return scorer
     tfidf = TfidfScorer(mode=tfidf_mode or scorer.mode, cache_path=tfidf_cache)
-    over = (
-        ""
-        if tfidf.mode == scorer.mode
-        else " over joined fields"
-        if tfidf.mode == CONCAT
-        else f" over {tfidf.mode}"
-    )
+    over = "" if tfidf.mode == scorer.mode else f" over {TFIDF_VIEWS.get(tfidf.mode, tfidf.mode)}"
     return FusedScorer(
         parts=((scorer, 1 - tfidf_weight), (tfidf, tfidf_weight)),
         name=f"{scorer.name} + TF-IDF {tfidf_weight:g}{over}",

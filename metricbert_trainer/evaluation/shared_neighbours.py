@@ -29,12 +29,14 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import numpy as np
 from scipy import sparse
 
 from metricbert_trainer.data.catalog import Catalog
+from metricbert_trainer.data.digests import add_catalog, add_text
 from metricbert_trainer.evaluation.candidate_lists import (
     DEFAULT_FAISS_INDEX,
     DEFAULT_FAISS_PARAMETERS,
@@ -138,17 +140,12 @@ def lists_fingerprint(catalog: Catalog, neighbours: int, search: Sequence[object
     were searched among, 0 for every item, and the index that searched them)."""
     digest = hashlib.blake2b(digest_size=20)
 
-    def add(text: str) -> None:
-        data = text.encode("utf-8")
-        digest.update(len(data).to_bytes(8, "little") + data)
+    add = partial(add_text, digest)
 
     add(LISTS_FORMAT)
     add(f"{neighbours} {len(catalog)}")
     add(" ".join(map(str, search)))
-    for column in ("id", *catalog.fields):
-        add(column)
-        for text in catalog.ids if column == "id" else catalog.texts(column):
-            add(text)
+    add_catalog(digest, catalog)
     return digest.hexdigest()
 
 

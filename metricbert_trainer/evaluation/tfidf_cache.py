@@ -14,12 +14,14 @@ import hashlib
 import json
 import logging
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from pathlib import Path
 
 import numpy as np
 import sklearn
 from scipy import sparse
 
+from metricbert_trainer.data.digests import add_text
 from metricbert_trainer.evaluation.embedding_cache import (
     check_cache_file,
     npz_names,
@@ -68,9 +70,7 @@ def tfidf_fingerprint(settings: Mapping[str, object], views: Mapping[str, Sequen
     version, and each view's name and texts in order."""
     digest = hashlib.blake2b(digest_size=20)
 
-    def add(text: str) -> None:
-        data = text.encode("utf-8")
-        digest.update(len(data).to_bytes(8, "little") + data)
+    add = partial(add_text, digest)
 
     add(TFIDF_FORMAT)
     add(json.dumps({**settings, "scikit-learn": sklearn.__version__}, sort_keys=True, default=str))

@@ -45,8 +45,13 @@ from metricbert_trainer.data.catalog import Catalog, load_catalog
 from metricbert_trainer.data.graded_pools import GradedPools, is_pool_file, load_graded_pools
 from metricbert_trainer.data.lengths import data_driven_max_length
 from metricbert_trainer.evaluation.evaluator import evaluate_distance_rows
-from metricbert_trainer.evaluation.hybrid import DEFAULT_TFIDF_MODE, DEFAULT_TFIDF_WEIGHT, with_tfidf
-from metricbert_trainer.evaluation.neighbours import CONCAT, METRIC_INF
+from metricbert_trainer.evaluation.hybrid import (
+    DEFAULT_TFIDF_MODE,
+    DEFAULT_TFIDF_WEIGHT,
+    TFIDF_VIEWS,
+    with_tfidf,
+)
+from metricbert_trainer.evaluation.neighbours import METRIC_INF
 from metricbert_trainer.evaluation.pool_metrics import POOL_METRICS, pool_rows, pool_scores
 from metricbert_trainer.evaluation.scorers import EncoderScorer, Scorer, TfidfScorer, load_encoder
 from metricbert_trainer.evaluation.shared_neighbours import (
@@ -76,10 +81,9 @@ TABLE_NEIGHBOURS = 50
 TABLE_NEIGHBOUR_WEIGHT = 0.5
 HYBRID = f" + TF-IDF {TABLE_TFIDF_WEIGHT:g}"
 RERANKED = f" + shared neighbours {TABLE_NEIGHBOURS}"
-DEFAULT_RANKING = (
-    f" + TF-IDF {DEFAULT_TFIDF_WEIGHT:g}{' over joined fields' if DEFAULT_TFIDF_MODE == CONCAT else ''}"
-    f" + shared neighbours {DEFAULT_NEIGHBOURS} at {DEFAULT_WEIGHT:g}"
-)
+# The default's TF-IDF views, named as ``with_tfidf`` names them beside a metric_inf encoder.
+DEFAULT_VIEWS = "" if DEFAULT_TFIDF_MODE == METRIC_INF else f" over {TFIDF_VIEWS[DEFAULT_TFIDF_MODE]}"
+DEFAULT_RANKING = f" + TF-IDF {DEFAULT_TFIDF_WEIGHT:g}{DEFAULT_VIEWS} + shared neighbours {DEFAULT_NEIGHBOURS} at {DEFAULT_WEIGHT:g}"
 
 
 def ranked_as(model: str) -> tuple[str, ...]:
@@ -89,8 +93,9 @@ def ranked_as(model: str) -> tuple[str, ...]:
 
 # A ranking's suffix at any setting, so that rows written under earlier defaults are still
 # known as their encoder's (and replaced when it is ranked again).
+VIEWS_SUFFIX = "|".join(re.escape(f" over {words}") for words in TFIDF_VIEWS.values())
 RANKING_SUFFIX = re.compile(
-    r"( \+ TF-IDF [0-9.]+( over joined fields)?)?( \+ shared neighbours [0-9]+( at [0-9.]+)?)?$"
+    rf"( \+ TF-IDF [0-9.]+({VIEWS_SUFFIX})?)?( \+ shared neighbours [0-9]+( at [0-9.]+)?)?$"
 )
 
 

@@ -42,7 +42,12 @@ from pathlib import Path
 import numpy as np
 from scipy.stats import wilcoxon
 
-from metricbert_trainer.evaluation.hybrid import DEFAULT_TFIDF_MODE, DEFAULT_TFIDF_WEIGHT, with_tfidf
+from metricbert_trainer.evaluation.hybrid import (
+    DEFAULT_TFIDF_MODE,
+    DEFAULT_TFIDF_WEIGHT,
+    TFIDF_VIEWS,
+    with_tfidf,
+)
 from metricbert_trainer.evaluation.neighbours import CONCAT, METRIC_INF
 from metricbert_trainer.evaluation.shared_neighbours import (
     DEFAULT_NEIGHBOURS,
@@ -77,8 +82,6 @@ Setting = tuple[float, int, float, str]
 # The encoder alone: no TF-IDF, no re-ranking.
 ALONE: Setting = (0.0, 0, 0.0, METRIC_INF)
 COMMAND = "python benchmarks/ranking_defaults.py"
-# The sweep's tables name TF-IDF's views so.
-MODE_WORDS = {METRIC_INF: "each field", CONCAT: "joined fields"}
 
 
 def dev_rows(
@@ -222,7 +225,7 @@ def table(by_setting: Gains, allowed: Gains) -> str:
         ["TF-IDF weight", "TF-IDF over", "neighbours", "their weight", "harms"],
         lambda setting: [
             f"{setting[0]:g}",
-            MODE_WORDS[setting[3]] if setting[0] else "-",
+            TFIDF_VIEWS[setting[3]] if setting[0] else "-",
             str(setting[1]),
             f"{setting[2]:g}" if setting[1] else "-",
             str(len(harmed[setting])),
