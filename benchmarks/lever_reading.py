@@ -4,6 +4,11 @@
     python benchmarks/lever_reading.py --variant "attention dropout off" --split test  # the report
     python benchmarks/lever_reading.py --variant "mnrl objective" --train-seeds 1 --gains 3  # a screen
 
+Graded-pool benchmarks (CSFCube: rows with ``per_pool``, no MPR) are read in a table of their own,
+ranked by the encoder alone and as evaluate ranks by default: MAP and NDCG%20 against the same
+allowance, and the pools' paired AP differences with the Wilcoxon signed-rank test's two-sided p
+(scipy); a ruled reading fails there too if that p is below 0.05 with the variant lower.
+
 A lever's rule is written in its variant's comment in ``benchmarks/levers.yaml`` before any of its
 rows is read. A screen compares one training seed with the default's same seed (``--train-seeds
 1``); a confirmation compares the means over every training seed both have (at least 2). Either
@@ -24,7 +29,16 @@ import statistics
 from collections.abc import Sequence
 from pathlib import Path
 
-from metricbert_trainer.scripts.quality_tables import TRAINED, cell, read_rows, reranked, summarise
+from scipy.stats import wilcoxon
+
+from metricbert_trainer.scripts.quality_tables import (
+    DEFAULT_RANKING,
+    TRAINED,
+    cell,
+    read_rows,
+    reranked,
+    summarise,
+)
 
 # (the variant's results, the default's), by the benchmark files of benchmarks/levers.yaml and
 # benchmarks/held_out_levers.yaml.
@@ -36,6 +50,8 @@ COLUMNS = {"mpr": "MPR", "map": "MAP", "ndcg@20": "NDCG@20", "hr@100": "HR@100"}
 RULED = ("mpr", "map", "ndcg@20")
 GAINED = ("map", "ndcg@20")
 VIEWS = ("plain", "masked")
+POOL_COLUMNS = {"map": "MAP", "ndcg%20": "NDCG%20"}
+POOL_P_VALUE = 0.05
 
 
 def of_seeds(rows: list[dict], train_seeds: Sequence[int] | None) -> list[dict]:
@@ -43,9 +59,8 @@ def of_seeds(rows: list[dict], train_seeds: Sequence[int] | None) -> list[dict]:
     return rows if train_seeds is None else [row for row in rows if row.get("train_seed") in train_seeds]
 
 
-def compared_seeds(case: str, variant: dict, default: dict, train_seeds: Sequence[int] | None) -> None:
-    """Refuses a case whose two sides hold different training seeds, or too few to read."""
-    seeds, default_seeds = len(variant.get("mpr", [])), len(default.get("mpr", []))
+def compared_seeds(case: str, seeds: int, default_seeds: int, train_seeds: Sequence[int] | None) -> None:
+    """Refuses a case whose two sides hold different numbers of training seeds, or too few to read."""
     wanted = len(train_seeds) if train_seeds is not None else max(seeds, 2)
     if seeds != wanted or default_seeds != wanted:
         raise SystemExit(
@@ -81,12 +96,21 @@ def reading(options: argparse.Namespace) -> tuple[list[str], bool]:
         defaults = spreads_over
         if options.train_seeds is not None:
             defaults = summarise(of_seeds(default_rows, options.train_seeds), trained=())
-        benchmarks = dict.fromkeys(benchmark for benchmark, _, _, model in variants if model == variant_name)
+        benchmarks = dict.fromkeys(
+            benchmark
+            for (benchmark, _, _, model), metrics in variants.items()
+            if model == variant_name and "mpr" in metrics
+        )
         for benchmark in benchmarks:
             for view in VIEWS:
                 variant = variants.get((benchmark, options.split, view, variant_name), {})
                 default = defaults.get((benchmark, options.split, view, default_name), {})
-                compared_seeds(f"{benchmark} {view}", variant, default, options.train_seeds)
+                compared_seeds(
+                    f"{benchmark} {view}",
+                    len(variant.get("mpr", [])),
+                    len(default.get("mpr", [])),
+                    options.train_seeds,
+                )
                 all_seeds = spreads_over[(benchmark, options.split, view, default_name)]
                 cells, above = [], []
                 for metric in COLUMNS:
@@ -105,11 +129,94 @@ def reading(options: argparse.Namespace) -> tuple[list[str], bool]:
                 if counting_gains:
                     cells.append(", ".join(above) or "-")
                 lines.append(f"| {benchmark} | {view} | " + " | ".join(cells) + " |")
-    if len(lines) == 2:
+    pool_lines = []
+    for variant_results, default_results in options.pairs:
+        lines_of_pair, pair_passed = pool_reading(options, variant_results, default_results)
+        pool_lines += lines_of_pair
+        passed = passed and pair_passed
+    if len(lines) == 2 and not pool_lines:
         raise SystemExit(f"No rows of {options.variant!r} in the results files: {options.pairs}.")
+    if pool_lines:
+        lines += [
+            "",
+            "| benchmark | ranking | "
+            + " | ".join(POOL_COLUMNS.values())
+            + " | pools' AP up / down, Wilcoxon p |",
+            "|---|---|" + "---:|" * len(POOL_COLUMNS) + "---|",
+            *pool_lines,
+        ]
     if counting_gains:
         lines.append(f"\ncases above the default's spread: {gained_cases} (the rule asks {options.gains})")
         passed = passed and gained_cases >= options.gains
+    return lines, passed
+
+
+def pool_reading(
+    options: argparse.Namespace, variant_results: str, default_results: str
+) -> tuple[list[str], bool]:
+    """The rows of the graded-pool benchmarks (those whose rows keep ``per_pool``), ranked by the
+    encoder alone and as evaluate ranks by default, and whether they pass the rule."""
+    ruled = options.split == "dev"
+    variant_rows = of_seeds(read_rows(Path(variant_results)), options.train_seeds)
+    default_rows = read_rows(Path(default_results))
+    rankings = {
+        "encoder alone": (options.variant, TRAINED),
+        "as evaluate ranks by default": (
+            f"{options.variant}{DEFAULT_RANKING}",
+            f"{TRAINED}{DEFAULT_RANKING}",
+        ),
+    }
+    lines, passed = [], True
+    pool_benchmarks = dict.fromkeys(
+        row["benchmark"]
+        for row in variant_rows
+        if "per_pool" in row and row["split"] == options.split and row["model"] == options.variant
+    )
+    for benchmark in pool_benchmarks:
+        for ranking, (variant_name, default_name) in rankings.items():
+
+            def of_model(rows: list[dict], name: str, benchmark=benchmark) -> list[dict]:
+                return [
+                    row
+                    for row in rows
+                    if (row["benchmark"], row["split"], row["model"]) == (benchmark, options.split, name)
+                ]
+
+            variant, every_default = (
+                of_model(variant_rows, variant_name),
+                of_model(default_rows, default_name),
+            )
+            default = of_seeds(every_default, options.train_seeds)
+            compared_seeds(f"{benchmark} {ranking}", len(variant), len(default), options.train_seeds)
+            cells = []
+            for metric in POOL_COLUMNS:
+                values = [row["metrics"][metric] for row in variant]
+                default_values = [row["metrics"][metric] for row in default]
+                difference = statistics.mean(values) - statistics.mean(default_values)
+                text = f"{cell(values)} / {cell(default_values)}: {difference:+.2f}"
+                if ruled:
+                    spread = statistics.stdev(row["metrics"][metric] for row in every_default)
+                    allowance = max(options.floor, options.spreads * spread)
+                    text += f" ({allowance:.2f})"
+                    if difference < -allowance:
+                        text, passed = f"**{text}**", False
+                cells.append(text)
+            # Each pool's AP, averaged over the seeds read, the variant's minus the default's.
+            per_pool = [
+                statistics.mean(pools) - statistics.mean(default_pools)
+                for pools, default_pools in zip(
+                    zip(*(row["per_pool"]["map"] for row in variant), strict=True),
+                    zip(*(row["per_pool"]["map"] for row in default), strict=True),
+                    strict=True,
+                )
+            ]
+            changed = [difference for difference in per_pool if difference != 0]
+            p_value = wilcoxon(changed).pvalue if changed else 1.0
+            text = f"{sum(d > 0 for d in changed)} / {sum(d < 0 for d in changed)}, p = {p_value:.2f}"
+            if ruled and p_value < POOL_P_VALUE and statistics.mean(per_pool) < 0:
+                text, passed = f"**{text}**", False
+            cells.append(text)
+            lines.append(f"| {benchmark} | {ranking} | " + " | ".join(cells) + " |")
     return lines, passed
 
 

@@ -99,6 +99,8 @@ ONE_PASS = ONE_BATCH + ["--joint_field_pass", "true"]
 # The training steps without the attention probabilities' dropout (``attention_dropout``), which on a CPU
 # takes attention off its fused kernel.
 NO_ATTENTION_DROPOUT = ["--attention_dropout", "false"]
+# Dropout masks drawn two elements to a random number (``base.dropout_masks``), off by default.
+PAIRED_MASKS = ["--paired_draw_dropout", "true"]
 OURS = [
     ("ours: default recipe (MLM, guard, filter, teacher; bf16 autocast)", "recipes/wines/minilm.yaml", []),
     ("ours: default recipe (bf16), one padded batch per field", "recipes/wines/minilm.yaml", ONE_BATCH),
@@ -113,7 +115,17 @@ OURS = [
         "recipes/wines/minilm.yaml",
         UNMASKED_POOLING,
     ),
+    (
+        "ours: default recipe (bf16), paired-draw dropout masks",
+        "recipes/wines/minilm.yaml",
+        PAIRED_MASKS,
+    ),
     ("ours: default recipe, fp32", "recipes/wines/minilm.yaml", FP32),
+    (
+        "ours: default recipe, fp32, paired-draw dropout masks",
+        "recipes/wines/minilm.yaml",
+        FP32 + PAIRED_MASKS,
+    ),
     (
         "ours: default recipe, fp32, vectors from a second, unmasked pass",
         "recipes/wines/minilm.yaml",
@@ -144,6 +156,7 @@ OURS = [
         for label, overrides in (
             ("one padded batch per field", ONE_BATCH),
             ("one pass for both fields", ONE_PASS),
+            ("paired-draw dropout masks", PAIRED_MASKS),
             ("2 length groups", length_groups(2)),
             ("8 length groups", length_groups(8)),
             ("no guide cache", NO_CACHE),
@@ -160,6 +173,11 @@ OURS = [
         + ["--false_negative_filter", "false", "--guide_diagnostics", "false", "--distill_weight", "0"],
     ),
     ("ours: default recipe without MLM (bf16)", "recipes/wines/minilm.yaml", NO_MLM),
+    (
+        "ours: default recipe without MLM (bf16), paired-draw dropout masks",
+        "recipes/wines/minilm.yaml",
+        NO_MLM + PAIRED_MASKS,
+    ),
     (
         "ours: default recipe without MLM (bf16), one pass for both fields",
         "recipes/wines/minilm.yaml",

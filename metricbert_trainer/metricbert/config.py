@@ -78,7 +78,7 @@ from metricbert_trainer.metricbert.neighbourhood_batches import EXACT, check_fai
             "mlm_weight_ramp_steps",
             "pooling_input",
         ),
-        "Speed": ("length_groups", "joint_field_pass", "attention_dropout"),
+        "Speed": ("length_groups", "joint_field_pass", "attention_dropout", "paired_draw_dropout"),
     }
 )
 @dataclass
@@ -188,6 +188,18 @@ class MetricBertConfig(CatalogTrainerConfig):
             "seeds on three domains: two dev cells below the allowance that would have made it the default, and "
             'within 0.10 of the default on every test-seed metric (docs/quality.md, "The training steps without '
             'attention dropout").'
+        },
+    )
+    paired_draw_dropout: bool = field(
+        default=False,
+        metadata={
+            "help": "On a CPU, draw the training steps' dropout masks two elements to a random number "
+            "(base/dropout_masks.py) instead of one 32-bit draw each: the same rates (0.899994 kept for 0.9), "
+            "other masks for the same seed. On an AMX Xeon the masks were 13% of a default bf16 step and drew in "
+            "0.33x the time; the default recipe's step ran 1.17x faster in bf16 and 1.07x in fp32 "
+            '(benchmarks/RESULTS.md, "Ahead of sentence-transformers on an AMX Xeon"). Off by default until '
+            'its quality confirmation (benchmarks/levers.yaml, "paired-draw dropout masks"); nothing changes '
+            "off a CPU."
         },
     )
     batch_neighbourhood_size: int = field(

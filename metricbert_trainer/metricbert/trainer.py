@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import time
@@ -21,6 +22,7 @@ from metricbert_trainer.base.distributed import (
     share_of_global_mean,
     world_size,
 )
+from metricbert_trainer.base.dropout_masks import paired_draw_dropout
 from metricbert_trainer.base.gradient_norms import term_gradient_norms
 from metricbert_trainer.base.length_groups import length_groups_on
 from metricbert_trainer.base.trainer import CatalogTrainer
@@ -313,7 +315,8 @@ class MetricBertTrainer(CatalogTrainer):
 
     def train(self, resume_from_checkpoint: str | bool | None = None, trial=None, **kwargs):
         """``CatalogTrainer.train``, after the MLM-head warm-up (``mlm_head_warmup_steps``) when the
-        run starts afresh; a resumed run's checkpoint already holds the warmed-up head."""
+        run starts afresh; a resumed run's checkpoint already holds the warmed-up head. With
+        ``paired_draw_dropout`` both draw their CPU dropout masks in pairs (``base.dropout_masks``)."""
         resuming = checkpoint_to_resume(resume_from_checkpoint, self.args.output_dir) is not None
         if self.args.guide_embedding_cache and self._guide_runs_every_step() and self._draws_whole_catalog():
             self._cache_guide_embeddings()
@@ -325,9 +328,11 @@ class MetricBertTrainer(CatalogTrainer):
             self.teacher_encoder = self._encode_with_teacher_encoder()
         if self.args.teacher_shared_neighbours and self.shared_neighbours is None:
             self.shared_neighbours = self._list_shared_neighbours()
-        if self.args.mlm_head_warmup_steps and not resuming:
-            self.mlm_head_warmup = self._warm_up_mlm_head()
-        return super().train(resume_from_checkpoint=resume_from_checkpoint, trial=trial, **kwargs)
+        masks = paired_draw_dropout(self.model) if self.args.paired_draw_dropout else contextlib.nullcontext()
+        with masks:
+            if self.args.mlm_head_warmup_steps and not resuming:
+                self.mlm_head_warmup = self._warm_up_mlm_head()
+            return super().train(resume_from_checkpoint=resume_from_checkpoint, trial=trial, **kwargs)
 
     def _encode_with_teacher_encoder(self) -> TeacherEncoder:
         """``teacher_encoder`` loaded and its vectors of every catalog text encoded (or read from

@@ -454,6 +454,44 @@ def test_attention_dropout_off_trains_like_a_model_configured_without_it(
     assert modes["drawn"] and all(modes["drawn"])
 
 
+def test_paired_draw_dropout_trains_with_its_own_masks_and_recomputes_them_under_checkpointing(
+    tmp_path, tiny_model_path, tokenizer, wine_items
+):
+    """``paired_draw_dropout`` draws other masks than PyTorch's (other losses for the same seed);
+    activation checkpointing, which runs each layer's forward again in the backward pass, draws
+    the same masks again (the same weights as without it, up to rounding); after training the model
+    has its own dropout modules and attention function back."""
+    runs = {
+        name: _trained(
+            tmp_path / name,
+            tiny_model_path,
+            tokenizer,
+            wine_items,
+            max_steps=3,
+            mlm_weight=1.0,
+            mlm_probability=0.15,
+            mlm_head_warmup_steps=1,
+            paired_draw_dropout=paired,
+            activation_checkpointing=checkpointing,
+        )
+        for name, paired, checkpointing in (
+            ("bernoulli", False, False),
+            ("paired", True, False),
+            ("paired-checkpointed", True, True),
+        )
+    }
+    histories = {name: _loss_history(trainer, "mlm_loss") for name, trainer in runs.items()}
+    assert histories["paired"] != histories["bernoulli"]
+    assert histories["paired-checkpointed"] == pytest.approx(histories["paired"], rel=1e-5)
+    paired, checkpointed = (
+        dict(runs[name].model.named_parameters()) for name in ("paired", "paired-checkpointed")
+    )
+    assert all(torch.allclose(paired[name], checkpointed[name], atol=1e-5) for name in paired)
+    for trainer in runs.values():
+        assert trainer.model.config._attn_implementation == "sdpa"
+        assert any(type(module) is torch.nn.Dropout for module in trainer.model.modules())
+
+
 @pytest.mark.parametrize("groups", [1, 4])
 def test_two_runs_of_one_seed_end_with_the_same_weights_bit_for_bit(
     tmp_path, tiny_model_path, tokenizer, wine_items, groups

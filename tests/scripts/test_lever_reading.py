@@ -16,23 +16,36 @@ def lever_reading():
 
 
 @pytest.mark.parametrize(
-    "reading",
+    ("reading", "row_counts"),
     [
-        ["--variant", "attention dropout off"],
-        ["--variant", "mnrl objective", "--train-seeds", "1", "--gains", "3"],
-        ["--variant", "teacher temperature 0.25", "--train-seeds", "1", "--gains", "3"],
+        # the header, then three domains of two views, on the dev and the test seeds
+        (["--variant", "attention dropout off"], (1 + 3 * 2, 1 + 3 * 2)),
+        (["--variant", "mnrl objective", "--train-seeds", "1", "--gains", "3"], (1 + 3 * 2, 1 + 3 * 2)),
+        (
+            ["--variant", "teacher temperature 0.25", "--train-seeds", "1", "--gains", "3"],
+            (1 + 3 * 2, 1 + 3 * 2),
+        ),
+        # two domains of two views, then on the dev seeds CSFCube's table: its header and two rankings
+        (["--variant", "paired-draw dropout masks", "--train-seeds", "1"], (1 + 2 * 2 + 1 + 2, 1 + 2 * 2)),
     ],
-    ids=["attention dropout confirmation", "mnrl screen", "teacher temperature screen"],
+    ids=[
+        "attention dropout confirmation",
+        "mnrl screen",
+        "teacher temperature screen",
+        "paired masks screen",
+    ],
 )
-def test_the_quality_page_quotes_the_rows_the_results_give(lever_reading, reading, monkeypatch, capsys):
+def test_the_quality_page_quotes_the_rows_the_results_give(
+    lever_reading, reading, row_counts, monkeypatch, capsys
+):
     """Every row of a lever's reading on docs/quality.md, dev and test, is there as the results
     files give it: a changed results file or a hand-edited cell fails here."""
     monkeypatch.chdir(REPO_ROOT)
     page = (REPO_ROOT / "docs" / "quality.md").read_text(encoding="utf-8")
-    for split in ("dev", "test"):
+    for split, row_count in zip(("dev", "test"), row_counts, strict=True):
         lever_reading.main([*reading, "--split", split])
         rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| ")]
-        assert len(rows) == 1 + 3 * 2  # the header, then three domains of two views
+        assert len(rows) == row_count
         for row in rows:
             assert row in page, row
 
@@ -116,3 +129,45 @@ def test_a_variant_without_rows_is_refused(lever_reading, tmp_path):
     _write(tmp_path / "variant.jsonl", variant)
     with pytest.raises(SystemExit, match="No rows of 'levers'"):
         lever_reading.main(["--variant", "levers", *pairs])
+
+
+def test_graded_pools_are_read_by_their_means_and_by_their_pools_paired(lever_reading, tmp_path, capsys):
+    """CSFCube's rows (no MPR, a per-pool list) get a table of their own, ranked by the encoder alone
+    and as evaluate ranks by default: level rows pass; pools lower one by one fail by the Wilcoxon
+    test even where the means are left level; a mean below its allowance fails."""
+    default = [
+        row
+        for row in read_rows(REPO_ROOT / "docs" / "results" / "quality_tables.jsonl")
+        if row["benchmark"] == "csfcube" and row["model"].startswith(TRAINED)
+    ]
+    _write(tmp_path / "default.jsonl", default)
+    pairs = ["--pairs", str(tmp_path / "variant.jsonl"), str(tmp_path / "default.jsonl")]
+    level = [{**row, "model": row["model"].replace(TRAINED, "lever", 1)} for row in default]
+    screen = ["--variant", "lever", "--train-seeds", "1", *pairs]
+
+    def read(rows) -> list[str]:
+        _write(tmp_path / "variant.jsonl", rows)
+        lever_reading.main(screen)
+        return capsys.readouterr().out.splitlines()
+
+    out = read(level)
+    rows = [line for line in out if line.startswith("| csfcube |")]
+    assert len(rows) == 2 and all("0 / 0, p = 1.00" in row for row in rows)
+    assert out[-1] == "rule: passes"
+
+    def lowered(row, pools: float, mean: float) -> dict:
+        if row["train_seed"] != 1 or row["model"] != "lever":
+            return row
+        per_pool = {**row["per_pool"], "map": [value - pools for value in row["per_pool"]["map"]]}
+        return {
+            **row,
+            "per_pool": per_pool,
+            "metrics": {**row["metrics"], "map": row["metrics"]["map"] - mean},
+        }
+
+    out = read([lowered(row, pools=0.5, mean=0.0) for row in level])
+    alone = next(line for line in out if line.startswith("| csfcube | encoder alone"))
+    assert "**0 / 24, p = 0.00**" in alone and out[-1] == "rule: fails"
+    out = read([lowered(row, pools=0.0, mean=5.0) for row in level])
+    alone = next(line for line in out if line.startswith("| csfcube | encoder alone"))
+    assert alone.count("**") == 2 and "0 / 0, p = 1.00" in alone and out[-1] == "rule: fails"
