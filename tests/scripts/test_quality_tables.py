@@ -149,7 +149,7 @@ def test_the_lever_study_tables_on_the_quality_page_are_its_results_file():
     rows = read_rows(REPO_ROOT / "docs" / "results" / "levers.jsonl")
     assert_page_shows_tables("docs/quality.md", "levers", rows, "benchmarks/levers.yaml")
     quality = read_rows(REPO_ROOT / "docs" / "results" / "quality_tables.jsonl")
-    screened = {row["benchmark"] for row in rows}  # the lever study predates the expert benchmark
+    screened = {row["benchmark"] for row in rows}  # the benchmarks some lever was screened on
     untrained = [
         row
         for row in quality
