@@ -8,8 +8,8 @@ masks of dropout are about an eighth of the step. PyTorch draws each mask elemen
 Mersenne Twister, one 32-bit draw per element. This benchmark finds the masks a step draws (every
 ``bernoulli_`` of a forward of the wines recipe's titles and descriptions, 32 items in 4 length
 groups, the model in train mode, as ``torch.profiler`` records their shapes) and times, rounds
-interleaved, two ways of drawing them all: ``bernoulli_`` as dropout does now, and two elements
-from each 31-bit draw (``random_`` on int32 read as two 15-bit numbers, kept below
+interleaved, two ways of drawing them all: ``bernoulli_`` as dropout does now, and
+``base.dropout_masks.paired_draw_keep_mask``, two elements from each 31-bit draw (``random_`` on int32 read as two 15-bit numbers, kept below
 ``round(0.9 * 2**15)``, a keep rate of 0.899994 for 0.9). Only the masks are timed; the product
 with them is the same either way. A changed draw gives other masks for the same seed, so it
 would need the quality tables' trainings again before it could be a default.
@@ -25,6 +25,7 @@ import torch
 from transformers import AutoModel, AutoTokenizer
 from versus_sentence_transformers import cpu_name, kernels
 
+from metricbert_trainer.base.dropout_masks import paired_draw_keep_mask
 from metricbert_trainer.base.length_groups import group_inputs, split_by_length
 from metricbert_trainer.base.modeling import DEFAULT_MODEL, resolve_model_name
 from metricbert_trainer.data.catalog import load_catalog
@@ -34,11 +35,10 @@ BATCH_SIZE = 32
 LENGTH_GROUPS = 4
 MAX_LENGTH = 128
 KEEP = 0.9
-FIELD_BITS = 15
 
 
 def step_mask_shapes(model, tokenizer, titles: list[str], descriptions: list[str]) -> list[tuple]:
-    """The shape and dtype of every mask one forward of both fields draws, in train mode."""
+    """The shape of every mask one forward of both fields draws, in train mode."""
     model.train()
     with torch.profiler.profile(record_shapes=True) as profile, torch.no_grad():
         for texts in (titles, descriptions):
@@ -56,13 +56,8 @@ def bernoulli_masks(shapes: list[tuple]) -> None:
 
 
 def paired_field_masks(shapes: list[tuple]) -> None:
-    threshold = round(KEEP * 2**FIELD_BITS)
-    low = 2**FIELD_BITS - 1
     for shape in shapes:
-        count = torch.Size(shape).numel()
-        draws = torch.empty((count + 1) // 2, dtype=torch.int32).random_()
-        fields = torch.cat([draws & low, draws >> FIELD_BITS])[:count]
-        fields.view(shape).lt(threshold)
+        paired_draw_keep_mask(shape, KEEP)
 
 
 def main() -> None:

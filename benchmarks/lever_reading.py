@@ -84,11 +84,12 @@ def reading(options: argparse.Namespace) -> tuple[list[str], bool]:
         + (" | above the default's spread |" if counting_gains else " |"),
         "|---|---|" + "---:|" * len(COLUMNS) + ("---|" if counting_gains else ""),
     ]
-    passed, gained_cases = True, 0
+    passed, gained_cases, pool_lines = True, 0, []
     variant_name, default_name = reranked(options.variant), reranked(TRAINED)
     for variant_results, default_results in options.pairs:
         # (benchmark, split, view, model) -> metric -> the values over training seeds.
-        variants = summarise(of_seeds(read_rows(Path(variant_results)), options.train_seeds), trained=())
+        variant_rows = of_seeds(read_rows(Path(variant_results)), options.train_seeds)
+        variants = summarise(variant_rows, trained=())
         # The spreads are over every training seed of the default; a screen reads its side of the
         # default from the screened seeds alone, a confirmation from every seed (the same summary).
         default_rows = read_rows(Path(default_results))
@@ -129,9 +130,7 @@ def reading(options: argparse.Namespace) -> tuple[list[str], bool]:
                 if counting_gains:
                     cells.append(", ".join(above) or "-")
                 lines.append(f"| {benchmark} | {view} | " + " | ".join(cells) + " |")
-    pool_lines = []
-    for variant_results, default_results in options.pairs:
-        lines_of_pair, pair_passed = pool_reading(options, variant_results, default_results)
+        lines_of_pair, pair_passed = pool_reading(options, variant_rows, default_rows)
         pool_lines += lines_of_pair
         passed = passed and pair_passed
     if len(lines) == 2 and not pool_lines:
@@ -151,14 +150,20 @@ def reading(options: argparse.Namespace) -> tuple[list[str], bool]:
     return lines, passed
 
 
+def rows_of(rows: list[dict], benchmark: str, split: str, model: str) -> list[dict]:
+    """The rows of one benchmark, split and model (one per training seed)."""
+    return [
+        row for row in rows if (row["benchmark"], row["split"], row["model"]) == (benchmark, split, model)
+    ]
+
+
 def pool_reading(
-    options: argparse.Namespace, variant_results: str, default_results: str
+    options: argparse.Namespace, variant_rows: list[dict], default_rows: list[dict]
 ) -> tuple[list[str], bool]:
     """The rows of the graded-pool benchmarks (those whose rows keep ``per_pool``), ranked by the
-    encoder alone and as evaluate ranks by default, and whether they pass the rule."""
+    encoder alone and as evaluate ranks by default, and whether they pass the rule; ``variant_rows``
+    hold the seeds read, ``default_rows`` every seed of the default."""
     ruled = options.split == "dev"
-    variant_rows = of_seeds(read_rows(Path(variant_results)), options.train_seeds)
-    default_rows = read_rows(Path(default_results))
     rankings = {
         "encoder alone": (options.variant, TRAINED),
         "as evaluate ranks by default": (
@@ -174,18 +179,8 @@ def pool_reading(
     )
     for benchmark in pool_benchmarks:
         for ranking, (variant_name, default_name) in rankings.items():
-
-            def of_model(rows: list[dict], name: str, benchmark=benchmark) -> list[dict]:
-                return [
-                    row
-                    for row in rows
-                    if (row["benchmark"], row["split"], row["model"]) == (benchmark, options.split, name)
-                ]
-
-            variant, every_default = (
-                of_model(variant_rows, variant_name),
-                of_model(default_rows, default_name),
-            )
+            variant = rows_of(variant_rows, benchmark, options.split, variant_name)
+            every_default = rows_of(default_rows, benchmark, options.split, default_name)
             default = of_seeds(every_default, options.train_seeds)
             compared_seeds(f"{benchmark} {ranking}", len(variant), len(default), options.train_seeds)
             cells = []

@@ -196,7 +196,7 @@ class MetricBertConfig(CatalogTrainerConfig):
             "help": "On a CPU, draw the training steps' dropout masks two elements to a random number "
             "(base/dropout_masks.py) instead of one 32-bit draw each: the same rates (0.899994 kept for 0.9), "
             "other masks for the same seed. On an AMX Xeon the masks took 0.13 of a default bf16 step and drew in "
-            "0.33x the time; the default recipe's step ran 1.17x faster in bf16 and 1.07x in fp32 "
+            "0.35x the time; the default recipe's step ran 1.17x faster in bf16 and 1.07x in fp32 "
             '(benchmarks/RESULTS.md, "Ahead of sentence-transformers on an AMX Xeon"). Off by default until '
             'its quality confirmation (benchmarks/levers.yaml, "paired-draw dropout masks"); nothing changes '
             "off a CPU."
