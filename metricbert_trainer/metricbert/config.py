@@ -20,6 +20,7 @@ from metricbert_trainer.metricbert.losses import Objective, build_loss
 from metricbert_trainer.metricbert.losses.distillation import DistillWeighting
 from metricbert_trainer.metricbert.losses.mining import Anchors, Mining, NegativePool
 from metricbert_trainer.metricbert.neighbourhood_batches import EXACT, check_faiss_index
+from metricbert_trainer.metricbert.token_tfidf import TeacherTfidfMode
 
 
 @documented_parameters(
@@ -62,6 +63,7 @@ from metricbert_trainer.metricbert.neighbourhood_batches import EXACT, check_fai
         "The hybrid teacher": (
             "teacher_weight",
             "teacher_tfidf_weight",
+            "teacher_tfidf_mode",
             "teacher_temperature",
             "teacher_encoder",
             "teacher_encoder_cache",
@@ -341,6 +343,14 @@ class MetricBertConfig(CatalogTrainerConfig):
             "ranking, chosen apart from it: docs/quality.md)."
         },
     )
+    teacher_tfidf_mode: TeacherTfidfMode = field(
+        default=TeacherTfidfMode.METRIC_INF,
+        metadata={
+            "help": "What the teacher's TF-IDF compares, as --tfidf-mode in the hybrid ranking: metric_inf, each "
+            "field with its own; concat, an item's fields joined, so that a word one item's title shares with "
+            "another's description counts (a two-field catalog; others compare each field)."
+        },
+    )
     teacher_temperature: float = field(
         default=0.5,
         metadata={"help": "Temperature of the teacher term's softmaxes over standardised distances."},
@@ -570,6 +580,12 @@ class MetricBertConfig(CatalogTrainerConfig):
             "distill_confidence_power": self.distill_confidence_power,
             "teacher_weight": self.teacher_weight,
             "teacher_tfidf_weight": self.teacher_tfidf_weight,
+            # Named only when joined: the cards of runs that compare each field stay as they were.
+            **(
+                {"teacher_tfidf_mode": self.teacher_tfidf_mode.value}
+                if self.teacher_tfidf_mode is not TeacherTfidfMode.METRIC_INF
+                else {}
+            ),
             "teacher_temperature": self.teacher_temperature,
             # Named only when there is one: the cards of runs without a second encoder stay as they were.
             **({"teacher_encoder": self.teacher_encoder} if self.teacher_encoder else {}),

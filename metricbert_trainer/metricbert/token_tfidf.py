@@ -6,12 +6,16 @@ token ids (masked ones restored by ``collator.unmasked``), not as texts. So its 
 the word pieces of those ids, with one inverse document frequency per field fitted on the
 training catalog: no second tokenizer, no text lookup, and a batch's vectors cost one scatter.
 Word pieces are close to words for the rare names TF-IDF is there for (a grape, a library); the
-special tokens ([CLS], [SEP], padding) are not counted.
+special tokens ([CLS], [SEP], padding) are not counted. As the hybrid ranking's ``tfidf_mode``, the
+teacher compares each field with its own (``metric_inf``) or an item's fields joined into one bag of
+word pieces (``concat``, under the key ``JOINED``), so that a word one item's title shares with
+another's description counts.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from enum import Enum
 
 import numpy as np
 import torch
@@ -20,6 +24,24 @@ from sklearn.preprocessing import normalize
 from transformers import PreTrainedTokenizerBase
 
 from metricbert_trainer.data.token_rows import TokenRows
+
+# The key of the joined fields' document frequencies in ``TokenTfidf.idf``.
+JOINED = "joined"
+
+
+class TeacherTfidfMode(str, Enum):
+    """Which texts the teacher's TF-IDF compares, named as the hybrid ranking's ``tfidf_mode``.
+    ``metric_inf``: each field with its own, the fields' distances summed. ``concat``: an item's
+    fields joined, one bag of word pieces over one set of document frequencies."""
+
+    METRIC_INF = "metric_inf"
+    CONCAT = "concat"
+
+
+def joined_counts(counts: Sequence[sparse.csr_matrix]) -> sparse.csr_matrix:
+    """Each item's word-piece counts over all its fields: the fields' ``TokenRows.counts``, row
+    for row one item, summed."""
+    return sum(counts[1:], counts[0]).tocsr()
 
 
 class TokenTfidf:
@@ -46,7 +68,8 @@ class TokenTfidf:
         return cls(idf, ignored_ids)
 
     def vectors(self, field: str, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        """``[batch, vocabulary]`` unit-length TF-IDF vectors of one field's (unmasked) inputs."""
+        """``[batch, vocabulary]`` unit-length TF-IDF vectors of one field's (unmasked) inputs; for
+        ``JOINED``, each item's fields side by side along the tokens (the bag ignores their order)."""
         idf = self.idf[field].to(input_ids.device)
         counted = attention_mask.bool() & ~torch.isin(input_ids, self.ignored_ids.to(input_ids.device))
         counts = torch.zeros(len(input_ids), len(idf), device=input_ids.device)

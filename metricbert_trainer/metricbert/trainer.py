@@ -50,7 +50,7 @@ from metricbert_trainer.metricbert.shared_neighbours import (
     teacher_neighbour_lists,
 )
 from metricbert_trainer.metricbert.teacher_encoder import TeacherEncoder
-from metricbert_trainer.metricbert.token_tfidf import TokenTfidf
+from metricbert_trainer.metricbert.token_tfidf import JOINED, TeacherTfidfMode, TokenTfidf, joined_counts
 from metricbert_trainer.metricbert.word_prior import word_piece_log_prior
 from metricbert_trainer.publishing.model_card import CardMethod
 
@@ -273,10 +273,18 @@ class MetricBertTrainer(CatalogTrainer):
 
     def _teacher_term(self, inputs, titles, descriptions, guide_vectors, shard) -> torch.Tensor:
         """``losses.teacher``'s term: the batch's TF-IDF distances from its unmasked token ids
-        (``token_tfidf``), per field summed, beside the guide's and the student's vectors."""
+        (``token_tfidf``), per field summed or over the joined fields, beside the guide's and the
+        student's vectors."""
+        fields = {name: unmasked(field_inputs(inputs, name)) for name in self.batch_fields}
+        if JOINED in self.token_tfidf.idf:
+            fields = {
+                JOINED: {
+                    key: torch.cat([field[key] for field in fields.values()], dim=1)
+                    for key in ("input_ids", "attention_mask")
+                }
+            }
         tfidf = []
-        for name in self.batch_fields:
-            field = unmasked(field_inputs(inputs, name))
+        for name, field in fields.items():
             vectors = self.token_tfidf.vectors(name, field["input_ids"], field["attention_mask"])
             tfidf.append(gather_with_grad(vectors, dim=0)[0] if shard is not None else vectors)
         tfidf_distances = sum(1.0 - vectors @ vectors.T for vectors in tfidf)
@@ -380,8 +388,11 @@ class MetricBertTrainer(CatalogTrainer):
         started = time.perf_counter()
         tokens = self.training_token_rows
         vocabulary = len(self.processing_class)
+        counts = {name: tokens[name].counts(vocabulary) for name in self.fields}
+        if JOINED in self.token_tfidf.idf:
+            counts = {JOINED: joined_counts(list(counts.values()))}
         tfidf = [
-            self.token_tfidf.catalog_vectors(name, tokens[name].counts(vocabulary)) for name in self.fields
+            self.token_tfidf.catalog_vectors(name, field_counts) for name, field_counts in counts.items()
         ]
         options = {
             "tfidf_weight": self.args.teacher_tfidf_weight,
@@ -559,10 +570,23 @@ class MetricBertTrainer(CatalogTrainer):
 
     def _fit_token_tfidf(self) -> TokenTfidf:
         """The teacher's document frequencies, per batch slot: a two-field catalog's own fields,
-        else every field's texts for both slots (each slot's pair is drawn from any field)."""
+        else every field's texts for both slots (each slot's pair is drawn from any field); with
+        ``teacher_tfidf_mode`` concat, one over a two-field catalog's items, their fields joined."""
         vocabulary = len(self.processing_class)
         counts = {name: rows.counts(vocabulary) for name, rows in self.training_token_rows.items()}
-        if tuple(self.fields) != tuple(self.batch_fields):
+        two_fields = tuple(self.fields) == tuple(self.batch_fields)
+        if self.args.teacher_tfidf_mode is TeacherTfidfMode.CONCAT:
+            if two_fields:
+                return TokenTfidf.fit(
+                    {JOINED: joined_counts(list(counts.values()))}, self.processing_class.all_special_ids
+                )
+            # A batch slot of such a catalog holds any of its fields: there is no item's pair to join.
+            logger.warning(
+                "teacher_tfidf_mode concat joins an item's title and description: the catalog has the "
+                "fields %s, so the teacher's TF-IDF compares each batch slot with its own.",
+                list(self.fields),
+            )
+        if not two_fields:
             counts = dict.fromkeys(self.batch_fields, sparse.vstack(list(counts.values()), format="csr"))
         return TokenTfidf.fit(counts, self.processing_class.all_special_ids)
 

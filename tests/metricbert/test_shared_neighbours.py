@@ -24,7 +24,7 @@ from metricbert_trainer.metricbert.shared_neighbours import (
     teacher_distance_rows,
     teacher_neighbour_lists,
 )
-from metricbert_trainer.metricbert.token_tfidf import TokenTfidf
+from metricbert_trainer.metricbert.token_tfidf import JOINED, TokenTfidf, joined_counts
 
 MAX_LENGTH = 48
 FIELDS = ("title", "description")
@@ -198,16 +198,58 @@ def test_a_run_lists_the_neighbours_before_training_and_records_them_in_its_card
     assert config["teacher_shared_neighbours"] == 4 and config["teacher_shared_neighbour_weight"] == 0.5
 
     # The term reads the overlaps: the same batch gets another teacher loss without them.
-    batch = trainer.data_collator([wine_items[i] for i in range(12)])
-    with torch.no_grad():
-        model = trainer.model.eval()
-        outputs = model(metric_batch=batch, fields=trainer.batch_fields)
-        titles, descriptions = outputs["embeddings"][0], outputs["embeddings"][1]
-        guide_vectors = trainer.guide.embed(batch, trainer.batch_fields)
-        with_overlaps = trainer._teacher_term(batch, titles, descriptions, guide_vectors, None)
-        trainer.shared_neighbours = None
-        without = trainer._teacher_term(batch, titles, descriptions, guide_vectors, None)
+    with_overlaps, without = _teacher_terms_around(
+        trainer, wine_items, lambda: setattr(trainer, "shared_neighbours", None)
+    )
     assert abs(with_overlaps - without) > 1e-3
+
+
+def _teacher_terms_around(trainer, items, change) -> tuple[torch.Tensor, torch.Tensor]:
+    """The teacher term of a batch of ``items``' first 12 under the trained model, before and after
+    ``change()``."""
+    batch = trainer.data_collator([items[i] for i in range(12)])
+    with torch.no_grad():
+        outputs = trainer.model.eval()(metric_batch=batch, fields=trainer.batch_fields)
+        vectors = (*outputs["embeddings"][:2], trainer.guide.embed(batch, trainer.batch_fields))
+        before = trainer._teacher_term(batch, *vectors, None)
+        change()
+        return before, trainer._teacher_term(batch, *vectors, None)
+
+
+def test_a_run_with_joined_fields_lists_and_ranks_by_their_tfidf_and_names_it_in_its_card(
+    tmp_path, tiny_model_path, tokenizer, wine_items
+):
+    trainer = _teacher_trainer(
+        tmp_path, tiny_model_path, tokenizer, wine_items, 4, max_steps=2, teacher_tfidf_mode="concat"
+    )
+    trainer.train()
+    assert set(trainer.token_tfidf.idf) == {JOINED}
+    assert trainer.args.loss_config()["teacher_tfidf_mode"] == "concat"
+    vocabulary = len(tokenizer)
+    joined = joined_counts([rows.counts(vocabulary) for rows in trainer.training_token_rows.values()])
+    options = {"tfidf_weight": trainer.args.teacher_tfidf_weight, "neighbours": 4}
+    expected = teacher_neighbour_lists(
+        trainer._guide_catalog_vectors(), [trainer.token_tfidf.catalog_vectors(JOINED, joined)], **options
+    )
+    assert torch.equal(trainer.shared_neighbours.lists, expected)
+    # Each field compared with its own lists other neighbours.
+    each_field = TokenTfidf.fit(
+        {name: rows.counts(vocabulary) for name, rows in trainer.training_token_rows.items()},
+        tokenizer.all_special_ids,
+    )
+    per_field = [
+        each_field.catalog_vectors(name, rows.counts(vocabulary))
+        for name, rows in trainer.training_token_rows.items()
+    ]
+    assert not torch.equal(
+        expected, teacher_neighbour_lists(trainer._guide_catalog_vectors(), per_field, **options)
+    )
+
+    # The batch term joins the fields too: the same batch gets another teacher loss compared each field.
+    joined_term, each_field_term = _teacher_terms_around(
+        trainer, wine_items, lambda: setattr(trainer, "token_tfidf", each_field)
+    )
+    assert abs(joined_term - each_field_term) > 1e-4
 
 
 @pytest.mark.parametrize("cache_dtype", ["float32", "float16"])

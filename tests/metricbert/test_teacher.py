@@ -14,7 +14,7 @@ from metricbert_trainer.data.catalog import load_catalog
 from metricbert_trainer.data.token_rows import TokenRows
 from metricbert_trainer.metricbert.config import MetricBertConfig
 from metricbert_trainer.metricbert.losses.teacher import hybrid_teacher_distillation, item_distances
-from metricbert_trainer.metricbert.token_tfidf import TokenTfidf
+from metricbert_trainer.metricbert.token_tfidf import JOINED, TokenTfidf, joined_counts
 from metricbert_trainer.metricbert.trainer import MetricBertTrainer
 
 
@@ -55,6 +55,40 @@ def test_a_catalogs_sparse_rows_are_the_vectors_a_batch_of_the_same_texts_gets(t
     batch = tokenizer(texts[:12], truncation=True, max_length=48, padding=True, return_tensors="pt")
     expected = tfidf.vectors("description", batch["input_ids"], batch["attention_mask"])
     np.testing.assert_allclose(matrix.toarray(), expected.numpy(), atol=1e-6)
+
+
+def test_joined_fields_are_one_bag_of_word_pieces_per_item_as_scikit_learn_counts_it(tokenizer, wine_items):
+    titles = [str(text) for text in wine_items["title"]]
+    descriptions = [str(text) for text in wine_items["description"]]
+    counts = [
+        TokenRows.tokenize(tokenizer, texts, 48).counts(len(tokenizer)) for texts in (titles, descriptions)
+    ]
+    tfidf = TokenTfidf.fit({JOINED: joined_counts(counts)}, tokenizer.all_special_ids)
+    encoded = [
+        tokenizer(texts[:8], truncation=True, max_length=48, padding=True, return_tensors="pt")
+        for texts in (titles, descriptions)
+    ]
+    batch = tfidf.vectors(
+        JOINED,
+        torch.cat([field["input_ids"] for field in encoded], dim=1),
+        torch.cat([field["attention_mask"] for field in encoded], dim=1),
+    ).numpy()
+
+    special = set(tokenizer.all_special_ids)
+    documents = [
+        " ".join(str(i) for ids in item for i in ids if i not in special)
+        for item in zip(
+            tokenizer(titles, truncation=True, max_length=48)["input_ids"],
+            tokenizer(descriptions, truncation=True, max_length=48)["input_ids"],
+            strict=True,
+        )
+    ]
+    reference = TfidfVectorizer(token_pattern=r"\S+", lowercase=False).fit(documents)
+    columns = [int(token) for token in reference.get_feature_names_out()]
+    np.testing.assert_allclose(batch[:, columns], reference.transform(documents[:8]).toarray(), atol=1e-6)
+    # A word piece of one item's title meets the same word piece of another's description.
+    catalog = tfidf.catalog_vectors(JOINED, joined_counts([field[:8] for field in counts]))
+    np.testing.assert_allclose(catalog.toarray(), batch, atol=1e-6)
 
 
 def _batch(items: int = 12, hidden: int = 16, seed: int = 0):
@@ -122,3 +156,30 @@ def test_a_run_with_the_teacher_logs_its_term_with_no_other_guide_user(
     logged = [entry["teacher_loss"] for entry in trainer.state.log_history if "teacher_loss" in entry]
     assert len(logged) >= 3 and all(np.isfinite(logged)) and max(logged) > 0
     assert trainer.token_tfidf is not None and set(trainer.token_tfidf.idf) == {"title", "description"}
+
+
+def test_joined_fields_on_a_catalog_of_three_fields_fall_back_to_each_slot_and_say_so(
+    tmp_path, tiny_model_path, tokenizer, wine_items, caplog
+):
+    # A batch slot of such a catalog holds any of its fields: no item's pair to join.
+    items = wine_items.add_column("tags", [" ".join(text.split()[:6]) for text in wine_items["description"]])
+    args = MetricBertConfig(
+        output_dir=str(tmp_path / "out"),
+        per_device_train_batch_size=16,
+        max_length=32,
+        use_cpu=True,
+        report_to="none",
+        teacher_weight=1.0,
+        teacher_tfidf_mode="concat",
+    )
+    trainer = MetricBertTrainer(
+        load_masked_lm(tiny_model_path),
+        args,
+        train_dataset=items,
+        processing_class=tokenizer,
+        fields=("title", "description", "tags"),
+    )
+    with caplog.at_level("WARNING"):
+        tfidf = trainer._fit_token_tfidf()
+    assert set(tfidf.idf) == set(trainer.batch_fields)
+    assert "teacher_tfidf_mode concat joins an item's title and description" in caplog.text
