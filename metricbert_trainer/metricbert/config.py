@@ -199,9 +199,9 @@ class MetricBertConfig(CatalogTrainerConfig):
             "(base/dropout_masks.py) instead of one 32-bit draw each: the same rates (0.899994 kept for 0.9), "
             "other masks for the same seed. On an AMX Xeon the masks took 0.13 of a default bf16 step and drew in "
             "0.35x the time; the default recipe's step ran 1.17x faster in bf16 and 1.07x in fp32 "
-            '(benchmarks/RESULTS.md, "Ahead of sentence-transformers on an AMX Xeon"). Off by default until '
-            'its quality confirmation (benchmarks/levers.yaml, "paired-draw dropout masks"); nothing changes '
-            "off a CPU."
+            '(benchmarks/RESULTS.md, "Ahead of sentence-transformers on an AMX Xeon"). Off by default: its '
+            'quality confirmation failed on the expert-judged pools (benchmarks/levers.yaml, "paired-draw dropout '
+            'masks"); nothing changes off a CPU.'
         },
     )
     batch_neighbourhood_size: int = field(

@@ -27,6 +27,8 @@ from metricbert_trainer.data.token_rows import TokenRows
 
 # The key of the joined fields' document frequencies in ``TokenTfidf.idf``.
 JOINED = "joined"
+# What a field's batch inputs hold that its TF-IDF reads.
+INPUT_KEYS = ("input_ids", "attention_mask")
 
 
 class TeacherTfidfMode(str, Enum):
@@ -76,6 +78,23 @@ class TokenTfidf:
         counts.scatter_add_(1, input_ids, counted.float())
         weighted = counts * idf
         return weighted / weighted.norm(dim=1, keepdim=True).clamp_min(1e-12)
+
+    def batch_views(self, fields: Mapping[str, Mapping[str, torch.Tensor]]) -> list[torch.Tensor]:
+        """The ``vectors`` a batch is compared by: one per field of ``fields`` (each field's unmasked
+        ``input_ids`` and ``attention_mask``), or one of the fields joined when fitted on ``JOINED``."""
+        if JOINED in self.idf:
+            joined = {key: torch.cat([field[key] for field in fields.values()], dim=1) for key in INPUT_KEYS}
+            fields = {JOINED: joined}
+        return [
+            self.vectors(name, field["input_ids"], field["attention_mask"]) for name, field in fields.items()
+        ]
+
+    def catalog_views(self, counts: Mapping[str, sparse.csr_matrix]) -> list[sparse.csr_matrix]:
+        """``batch_views`` for a whole catalog: ``catalog_vectors`` of each field's ``counts``, or of
+        their ``joined_counts`` when fitted on ``JOINED``."""
+        if JOINED in self.idf:
+            counts = {JOINED: joined_counts(list(counts.values()))}
+        return [self.catalog_vectors(name, field_counts) for name, field_counts in counts.items()]
 
     def catalog_vectors(self, field: str, counts: sparse.csr_matrix) -> sparse.csr_matrix:
         """``[N, vocabulary]`` sparse unit-length vectors of a whole catalog's texts of one field

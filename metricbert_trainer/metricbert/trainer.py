@@ -276,17 +276,10 @@ class MetricBertTrainer(CatalogTrainer):
         (``token_tfidf``), per field summed or over the joined fields, beside the guide's and the
         student's vectors."""
         fields = {name: unmasked(field_inputs(inputs, name)) for name in self.batch_fields}
-        if JOINED in self.token_tfidf.idf:
-            fields = {
-                JOINED: {
-                    key: torch.cat([field[key] for field in fields.values()], dim=1)
-                    for key in ("input_ids", "attention_mask")
-                }
-            }
-        tfidf = []
-        for name, field in fields.items():
-            vectors = self.token_tfidf.vectors(name, field["input_ids"], field["attention_mask"])
-            tfidf.append(gather_with_grad(vectors, dim=0)[0] if shard is not None else vectors)
+        tfidf = [
+            gather_with_grad(vectors, dim=0)[0] if shard is not None else vectors
+            for vectors in self.token_tfidf.batch_views(fields)
+        ]
         tfidf_distances = sum(1.0 - vectors @ vectors.T for vectors in tfidf)
         encoder_vectors = None
         if self.teacher_encoder is not None:
@@ -388,12 +381,9 @@ class MetricBertTrainer(CatalogTrainer):
         started = time.perf_counter()
         tokens = self.training_token_rows
         vocabulary = len(self.processing_class)
-        counts = {name: tokens[name].counts(vocabulary) for name in self.fields}
-        if JOINED in self.token_tfidf.idf:
-            counts = {JOINED: joined_counts(list(counts.values()))}
-        tfidf = [
-            self.token_tfidf.catalog_vectors(name, field_counts) for name, field_counts in counts.items()
-        ]
+        tfidf = self.token_tfidf.catalog_views(
+            {name: tokens[name].counts(vocabulary) for name in self.fields}
+        )
         options = {
             "tfidf_weight": self.args.teacher_tfidf_weight,
             "neighbours": self.args.teacher_shared_neighbours,
