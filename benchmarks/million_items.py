@@ -926,10 +926,11 @@ def run_lengths(arguments: argparse.Namespace) -> None:
 
 
 def recipe_neighbourhood_size() -> int:
-    """The group size the any-catalog recipe trains with, so the timing follows its default."""
-    import yaml
+    """The group size the any-catalog recipe trains with (``MetricBertConfig``'s default, which
+    the recipe keeps), so the timing follows its default."""
+    from metricbert_trainer.metricbert.config import MetricBertConfig
 
-    return int(yaml.safe_load(CATALOG_RECIPE.read_text())["batch_neighbourhood_size"])
+    return MetricBertConfig.batch_neighbourhood_size
 
 
 def neighbourhood_lists_file(items: int, index: str) -> Path:
@@ -1060,10 +1061,11 @@ def run_neighbourhoods(arguments: argparse.Namespace) -> None:
 
 
 def recipe_shared_neighbours() -> int:
-    """The teacher's shared-neighbour count the any-catalog recipe trains with."""
-    import yaml
+    """The teacher's shared-neighbour count the any-catalog recipe trains with (``MetricBertConfig``'s
+    default, which the recipe keeps)."""
+    from metricbert_trainer.metricbert.config import MetricBertConfig
 
-    return int(yaml.safe_load(CATALOG_RECIPE.read_text())["teacher_shared_neighbours"])
+    return MetricBertConfig.teacher_shared_neighbours
 
 
 def shared_neighbours_row(

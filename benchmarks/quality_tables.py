@@ -1,4 +1,4 @@
-"""Reproduces every quality table of README.md and docs/quality.md (dev and test seeds, plain and
+"""Reproduces every quality table of docs/quality.md (dev and test seeds, plain and
 masked-label views): trains the default recipe with each training seed of benchmarks/quality.yaml,
 ranks every benchmark with TF-IDF, the zero-shot start and the trained models, writes
 docs/results/quality_tables.jsonl and prints the tables.

@@ -139,12 +139,43 @@ def dropout_free_metric_model(path: str):
     return enable_metric_forward(model)
 
 
+# MetricBertConfig's defaults are the recommended recipe: the MLM term and its head's warm-up, the
+# teacher and its shared neighbours, batches of neighbourhoods, length groups, and a schedule sized
+# for a catalog. A test of one mechanism on a tiny model starts from the bare objective instead (the
+# triplet term with the guide's filter and the guard, on TrainingArguments' own schedule) and turns
+# on what it studies.
+BARE_OBJECTIVE = {
+    "mlm_weight": 0.0,
+    "mlm_probability": 0.0,
+    "mlm_head_warmup_steps": 0,
+    "mlm_weight_ramp_steps": 0,
+    "teacher_weight": 0.0,
+    "teacher_shared_neighbours": 0,
+    "batch_neighbourhood_size": 0,
+    "length_groups": 1,
+    "num_train_epochs": 3.0,
+    "per_device_train_batch_size": 8,
+    "per_device_eval_batch_size": 8,
+    "warmup_steps": 0,
+    "weight_decay": 0.0,
+    "logging_steps": 500,
+    "save_strategy": "steps",
+    "save_total_limit": None,
+}
+
+
+def bare_config(**options):
+    """``MetricBertConfig`` of the bare objective (``BARE_OBJECTIVE``), ``options`` changing any setting."""
+    from metricbert_trainer.metricbert.config import MetricBertConfig
+
+    return MetricBertConfig(**{**BARE_OBJECTIVE, **options})
+
+
 def tiny_metricbert_trainer(output_dir: Path, model, tokenizer, items, **overrides):
     """A ``MetricBertTrainer`` of ``model`` (a tiny model's folder, or a model already loaded) on
     ``items``, on the CPU in fp32, for 2 steps of 16 items with ``max_length`` 64, logging every step
     and saving nothing; ``overrides`` change any option."""
     from metricbert_trainer.base.modeling import load_masked_lm
-    from metricbert_trainer.metricbert.config import MetricBertConfig
     from metricbert_trainer.metricbert.trainer import MetricBertTrainer
 
     options = dict(
@@ -159,7 +190,7 @@ def tiny_metricbert_trainer(output_dir: Path, model, tokenizer, items, **overrid
         cpu_bf16=False,
         max_length=64,
     )
-    args = MetricBertConfig(**{**options, **overrides})
+    args = bare_config(**{**options, **overrides})
     if isinstance(model, (str, Path)):
         model = load_masked_lm(model)
     return MetricBertTrainer(model, args, train_dataset=items, processing_class=tokenizer)

@@ -68,10 +68,9 @@ AMD_BF16_FAMILIES = frozenset({("AuthenticAMD", 25), ("AuthenticAMD", 26)})
 
 def bf16_pays_on(cpu_flags: set[str], vendor: str = "", family: int = 0) -> bool:
     """Where bf16 autocast made a training step faster, measured (benchmarks/RESULTS.md): AMX's
-    bf16 tiles (1.39x fp32 on a 2-core Xeon) and AVX512-BF16 on an AMD Zen 5 (2.10x, "bf16 on Zen
-    5") and Zen 4 (1.59x, "bf16 on Zen 4"). AVX512-BF16 alone is not enough: on a Xeon with it and
-    no AMX the step ran at 0.75x of fp32 ("bf16 without AMX"). Other CPUs with the flag are not
-    measured."""
+    bf16 tiles, and AVX512-BF16 on an AMD Zen 5 ("bf16 on Zen 5") and Zen 4 ("bf16 on Zen 4").
+    AVX512-BF16 alone is not enough: on a Xeon with it and no AMX the step ran slower than in fp32
+    ("bf16 without AMX"). Other CPUs with the flag are not measured."""
     return "amx_bf16" in cpu_flags or ("avx512_bf16" in cpu_flags and (vendor, family) in AMD_BF16_FAMILIES)
 
 

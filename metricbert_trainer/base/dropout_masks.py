@@ -2,11 +2,10 @@
 
 PyTorch draws each element of a CPU dropout mask with one 32-bit draw of its Mersenne Twister,
 one after another on one core. Once the matrix products of a step run on AMX tiles, those draws
-are the largest cost after the products: 13% of a default bf16 MetricBERT step on an AMX Xeon,
-24% of sentence-transformers' MNRL step (``benchmarks/results/xeon-amx-167-2026-12-06``).
-Here each 31-bit draw of ``random_`` on int32 gives two 15-bit numbers, and an element is kept
-when its number is below ``round(keep * 2**15)``: half the draws, compared in vectorised
-operators, 0.35x the time of the masks a step draws (``benchmarks/dropout_masks.py``). The keep
+are the largest cost after the products (the profile in ``benchmarks/results/``, and
+``benchmarks/RESULTS.md``). Here each 31-bit draw of ``random_`` on int32 gives two 15-bit
+numbers, and an element is kept when its number is below ``round(keep * 2**15)``: half the draws,
+compared in vectorised operators (timed by ``benchmarks/dropout_masks.py``). The keep
 rate is that threshold over 2**15 (0.899994 for BERT's 0.9) and the kept elements are scaled by
 its inverse, so a layer's expected output is its input, as with ``torch.nn.Dropout``.
 

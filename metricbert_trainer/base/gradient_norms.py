@@ -2,7 +2,7 @@
 
 A loss like ``L_MLM + lambda * L_T + mu * L_distill`` is balanced by its gradients, not by its
 values: a term worth 1% of the loss can still move the encoder most, and a large term can be
-flat. Issue #36 asks the balance to be measured that way. Each weighted term gets its own
+flat, so the balance is measured that way. Each weighted term gets its own
 backward pass over the encoder's parameters (``torch.autograd.grad``, the graph kept for the
 step's own backward, nothing written into ``.grad``), so measuring costs one extra backward per
 term on the steps it runs and leaves the training step exactly as it was.

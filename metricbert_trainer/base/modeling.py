@@ -8,8 +8,8 @@ synchronises gradients and ZeRO-3/FSDP gather parameters only for work done insi
 forward.
 
 Both passes apply the MLM head to the masked positions only (``MaskedTokenLoss``): on MiniLM the
-30K-word projection over every token costs about as much as the encoder itself, and 85% of it
-would be thrown away.
+vocabulary-wide projection over every token costs about as much as the encoder itself, and most
+of it would be thrown away.
 """
 
 from __future__ import annotations

@@ -80,7 +80,7 @@ class EarlierVectors:
     def read(cls, path: Path, model_fingerprint: str) -> EarlierVectors:
         """The digests of the cache at ``path`` when it was written for ``model_fingerprint`` and
         holds them; none otherwise (no file, another model or ``max_length``, a cache written
-        before the digests were kept, 2026-11-29)."""
+        before the digests were kept)."""
         none = cls(path, {}, {}, "")
         if not path.is_file():
             return none

@@ -390,7 +390,7 @@ def encode_views(
     if cached is not None:
         if told:
             first_process_value(CACHE_MATCHES)
-        # A cache written before the precision was recorded (2026-11-29) lacks it.
+        # A cache written before the precision was recorded lacks it.
         encoded = f"encoded in {cached['precision']}" if "precision" in cached else "precision not recorded"
         logger.info("Reusing embeddings from %s (%s).", cache_path, encoded)
         return {name: cached[f"view:{name}"] for name in views} if returns else None

@@ -10,6 +10,8 @@ import importlib.util
 from dataclasses import dataclass, field
 from typing import ClassVar
 
+from transformers.trainer_utils import SaveStrategy
+
 from metricbert_trainer.base.config import CatalogTrainerConfig
 from metricbert_trainer.base.distances import Distance
 from metricbert_trainer.base.option_rules import Range, above, at_least, within
@@ -25,6 +27,16 @@ from metricbert_trainer.metricbert.token_tfidf import TeacherTfidfMode
 
 @documented_parameters(
     {
+        "The schedule (TrainingArguments' fields, at the recipe's values)": (
+            "num_train_epochs",
+            "per_device_train_batch_size",
+            "per_device_eval_batch_size",
+            "warmup_steps",
+            "weight_decay",
+            "logging_steps",
+            "save_strategy",
+            "save_total_limit",
+        ),
         "The loss family": (
             "objective",
             "margin",
@@ -72,6 +84,8 @@ from metricbert_trainer.metricbert.token_tfidf import TeacherTfidfMode
             "teacher_shared_neighbour_candidates",
         ),
         "The MLM term": (
+            "mlm_weight",
+            "mlm_probability",
             "mlm_head_warmup_steps",
             "mlm_head_warmup_learning_rate",
             "mlm_head_warmup_masked_tokens",
@@ -90,20 +104,61 @@ class MetricBertConfig(CatalogTrainerConfig):
     ``L_T`` is the triplet loss unless ``objective`` names another member of the loss family
     (``metricbert_trainer.metricbert.losses``); ``triplet_weight`` is then that term's weight.
 
-    The defaults are the configuration the quality study chose on two catalogs (docs/quality.md):
-    hard in-batch negatives with suspected false negatives filtered by the starting model and the
-    relational-distillation guard towards that model (``distill_weight=1``), each anchor's share of
-    it weighted by how surely that model already matches the anchor to its own positive
-    (``distill_weighting="guide_confidence"``, the confidence squared: ``distill_confidence_power=2``),
-    at ``TrainingArguments``' learning rate 5e-5.
-    The recipes add the MLM term on a warmed-up head (``mlm_weight=1, mlm_probability=0.15,
-    mlm_head_warmup_steps=100, mlm_weight_ramp_steps=20``, vectors pooled from that masked pass), which
-    steadies the guarded runs (without it, one seed of two ended below its start on Debian's MAP);
-    it is left out here so that a trainer built in a few lines does not spend the warm-up and the
-    vocabulary-sized head on every step unasked, and the README's quick start shows how to add it.
-    The paper's literal objective is ``mlm_weight=1, mlm_probability=0.15, false_negative_filter=False``
-    (``recipes/wines/paper.yaml``).
+    The defaults are the recommended recipe, the one ``recipes/train_catalog.py`` trains (a test
+    compares the two): one epoch in batches of 32 at 5e-5; hard in-batch negatives, suspected false
+    negatives filtered by the frozen starting model; the guard towards that model, weighted by how
+    surely it already matches each anchor to its positive; the paper's MLM term on a head warmed up
+    first, the metric term's vectors pooled from that masked pass; and the hybrid teacher (the start
+    fused with TF-IDF, with the neighbours items share in the catalog) in batches of items the start
+    places together. docs/metricbert_trainer.md says why each differs from the paper, whose literal
+    objective is ``recipes/wines/paper.yaml``. Setting a term's weight to 0 leaves out what serves
+    only it (the MLM head's warm-up and ramp; the teacher's shared neighbours).
     """
+
+    num_train_epochs: float = field(default=1.0, metadata={"help": "Passes over the catalog."})
+    per_device_train_batch_size: int = field(
+        default=32,
+        metadata={
+            "help": "Items per batch and device; each item gives two texts, its title and its description."
+        },
+    )
+    per_device_eval_batch_size: int = field(
+        default=128, metadata={"help": "Texts encoded at once when a model ranks the catalog."}
+    )
+    warmup_steps: float = field(
+        default=0.1,
+        metadata={"help": "The learning rate's linear warm-up: steps, or below 1 a share of all the steps."},
+    )
+    weight_decay: float = field(default=0.01, metadata={"help": "AdamW's weight decay."})
+    logging_steps: float = field(
+        default=10,
+        metadata={"help": "Log the loss terms every this many steps (below 1: a share of all the steps)."},
+    )
+    save_strategy: SaveStrategy | str = field(
+        default=SaveStrategy.EPOCH,
+        metadata={
+            "help": "When to write a checkpoint: no, steps, epoch or best (TrainingArguments' choices)."
+        },
+    )
+    save_total_limit: int | None = field(
+        default=1,
+        metadata={"help": "Checkpoints kept in output_dir (the oldest deleted first); unset keeps all."},
+    )
+    mlm_weight: float = field(
+        default=1.0,
+        metadata={
+            "help": "Weight of the masked-language-model loss L_MLM (the paper's: 1); 0 leaves it out, and its "
+            "head's warm-up with it. A model without a trained MLM head (all-MiniLM-L6-v2 ships without one) has "
+            "its head warmed up first (mlm_head_warmup_steps)."
+        },
+    )
+    mlm_probability: float = field(
+        default=0.15,
+        metadata={
+            "help": "Share of real tokens masked (BERT's 80/10/10 split); with pooling_input masked the metric "
+            "term's vectors come from the masked texts too. 0 disables masking."
+        },
+    )
 
     objective: Objective = field(
         default=Objective.TRIPLET,
@@ -154,14 +209,13 @@ class MetricBertConfig(CatalogTrainerConfig):
         },
     )
     length_groups: int = field(
-        default=1,
+        default=4,
         metadata={
             "help": "Encode each field of a batch in this many groups of texts of similar token length, each "
             "padded to its own longest text instead of the field's: the encoder works through less padding while "
-            "the mining batch stays whole and every vector stays the whole-batch one up to rounding. The MiniLM "
-            "recipes use 4, which speeds a CPU step up. CPU only: on a GPU every pass uses one group, since each "
-            "group launches every kernel again (4 groups made an H200's MiniLM step 3x slower; measurements: "
-            "benchmarks/RESULTS.md)."
+            "the mining batch stays whole and every vector stays the whole-batch one up to rounding. CPU only: on "
+            "a GPU every pass uses one group, since each group launches every kernel again (speeds by CPU and GPU: "
+            'benchmarks/RESULTS.md, "CPUs without native bf16: length groups").',
         },
     )
     joint_field_pass: bool = field(
@@ -169,13 +223,10 @@ class MetricBertConfig(CatalogTrainerConfig):
         metadata={
             "help": "Encode all fields of a batch in one encoder call (titles padded to the descriptions' width) "
             "instead of a call per field: the same vectors, MLM loss and gradients up to rounding, with half the "
-            "encoder's kernel launches (a MiniLM step dispatched about a third fewer operators). Meant for an accelerator "
-            "whose step is bound by the host's launches: MiniLM at 32 items a step ran 1.15x to 1.75x faster on an "
-            "H200 with it, in every configuration measured; for a model or batch that keeps the GPU busy the "
-            "titles' padding adds arithmetic instead (unmeasured). On a CPU, whose cost follows the padded tokens, one padded call ran at 0.6x the "
-            "speed of a call per field; with length_groups the groups are drawn over all fields' texts, at about "
-            'the speed of per-field groups (benchmarks/RESULTS.md: "Both fields in one encoder call", CPU; '
-            '"Both fields in one call, measured on a GPU").'
+            "encoder's kernel launches. Meant for an accelerator whose step is bound by the host's launches (a "
+            "small encoder on a GPU); on a CPU, whose cost follows the padded tokens, the titles' padding costs "
+            'more than the launches save (benchmarks/RESULTS.md: "Both fields in one encoder call", CPU; "Both '
+            'fields in one call, measured on a GPU").',
         },
     )
     attention_dropout: bool = field(
@@ -184,28 +235,23 @@ class MetricBertConfig(CatalogTrainerConfig):
             "help": "Drop attention probabilities in the training steps at the rate the encoder's config gives; "
             "false leaves that dropout off the student's passes (every other dropout stays on, the saved config "
             "unchanged). On a CPU, attention with a dropout mask leaves scaled-dot-product attention's fused "
-            "kernel: a MiniLM field's forward and backward cost 1.24x (256 tokens) and 1.19x (88 tokens) what "
-            "they cost without it, and whole trainings took 0.79-0.85x (Debian, PyPI) and 0.94x (wines) the time "
-            "(benchmarks/RESULTS.md); the MLM-head warm-up already encodes without it. Its quality, three training "
-            "seeds on three domains: two dev cells below the allowance that would have made it the default, and "
-            'within 0.10 of the default on every test-seed metric (docs/quality.md, "The training steps without '
-            'attention dropout").'
+            "kernel, so false trains faster there, most on long texts; the MLM-head warm-up already encodes "
+            "without it. It stays on by default: without it two quality cells fell below the rule's allowance "
+            '(docs/quality.md, "The training steps without attention dropout"; speeds: benchmarks/RESULTS.md).',
         },
     )
     paired_draw_dropout: bool = field(
         default=False,
         metadata={
             "help": "On a CPU, draw the training steps' dropout masks two elements to a random number "
-            "(base/dropout_masks.py) instead of one 32-bit draw each: the same rates (0.899994 kept for 0.9), "
-            "other masks for the same seed. On an AMX Xeon the masks took 0.13 of a default bf16 step and drew in "
-            "0.35x the time; the default recipe's step ran 1.17x faster in bf16 and 1.07x in fp32 "
-            '(benchmarks/RESULTS.md, "Ahead of sentence-transformers on an AMX Xeon"). Off by default: its '
-            'quality confirmation failed on the expert-judged pools (benchmarks/levers.yaml, "paired-draw dropout '
-            'masks"); nothing changes off a CPU.'
+            "(base/dropout_masks.py) instead of one 32-bit draw each: the same rates up to rounding, other masks "
+            "for the same seed, and a faster step where drawing the masks weighs (an AMX CPU under bf16). Off by "
+            'default: its quality confirmation failed on the expert-judged pools (docs/quality.md, "Paired-draw '
+            'dropout masks"; speeds: benchmarks/RESULTS.md); nothing changes off a CPU.',
         },
     )
     batch_neighbourhood_size: int = field(
-        default=0,
+        default=8,
         metadata={
             "help": "Build each batch from groups of this many items the frozen starting model places close "
             "together (both fields, as Metric_Inf compares items), drawn anew every epoch, instead of items at "
@@ -268,17 +314,17 @@ class MetricBertConfig(CatalogTrainerConfig):
             "same vectors (the guide never changes) for one inference pass over the catalog and 2 x items x hidden "
             "floats of host memory. It saves the guide's forward from the second epoch on; in the first, sorted "
             "batches make the pass a little cheaper than the forwards it replaces (benchmarks/RESULTS.md). Skipped "
-            "when max_steps draws fewer items than the catalog holds."
+            "when max_steps draws fewer items than the catalog holds.",
         },
     )
     guide_embedding_cache_dtype: CacheStorage = field(
         default=CacheStorage.FLOAT32,
         metadata={
             "help": "The number format of guide_embedding_cache's vectors: float32, or float16 at half the host "
-            "memory, held once by the training processes of each machine, in its /dev/shm (2.9 GiB in float32 "
-            "for a million items' MiniLM vectors, 29 GiB at ten million). Trained with float16, both "
-            "development catalogs ranked within the training seeds' spread of float32 (the wine sample a shade "
-            "below; docs/scale_out.md); float32 stays the default, the recipe the quality tables measured."
+            "memory, held once by the training processes of each machine, in its /dev/shm (for catalogs of "
+            "millions of items). Trained with float16, both development catalogs ranked within the training "
+            "seeds' spread of float32 (docs/scale_out.md); float32 stays the default, the recipe the quality "
+            "tables measured.",
         },
     )
     distill_weight: float = field(
@@ -329,7 +375,7 @@ class MetricBertConfig(CatalogTrainerConfig):
         },
     )
     teacher_weight: float = field(
-        default=0.0,
+        default=1.0,
         metadata={
             "help": "Weight of the hybrid-teacher term (losses.teacher): each batch's item-to-item ranking under "
             "the student's Metric_Inf distilled from the frozen starting model fused with TF-IDF, the ranking "
@@ -373,12 +419,13 @@ class MetricBertConfig(CatalogTrainerConfig):
         },
     )
     teacher_shared_neighbours: int = field(
-        default=0,
+        default=50,
         metadata={
             "help": "With k > 0 the teacher also counts shared neighbours: each catalog item's k nearest items under "
             "the teacher's ranking of the whole catalog are listed once before training, and two batch items are "
             "the closer for the teacher the more of them they share (metricbert/shared_neighbours.py; N^2 work "
-            "over the catalog). Needs teacher_weight > 0 and a two-field catalog. 0 leaves it out."
+            "over the catalog). Left out with the teacher (teacher_weight 0), and on a catalog of other than two "
+            "fields or of too few items (with a warning). 0 leaves it out."
         },
     )
     teacher_shared_neighbour_weight: float = field(
@@ -398,11 +445,11 @@ class MetricBertConfig(CatalogTrainerConfig):
         },
     )
     mlm_head_warmup_steps: int = field(
-        default=0,
+        default=100,
         metadata={
             "help": "Before the joint objective, train only the MLM head (encoder frozen) for this many batches, "
             "so L_MLM starts from a head that predicts tokens (all-MiniLM-L6-v2 ships without one). Skipped when "
-            "resuming. Needs mlm_weight > 0."
+            "resuming; left out with the MLM term (mlm_weight 0)."
         },
     )
     mlm_head_warmup_learning_rate: float = field(
@@ -413,11 +460,11 @@ class MetricBertConfig(CatalogTrainerConfig):
         metadata={
             "help": "The MLM-head warm-up encodes fresh batches once (frozen encoder; dropout on as in the joint "
             "steps but off the attention probabilities, whose masks would double the encoding's cost on a CPU; "
-            "length_groups groups) until their masked positions hold this many tokens (at most one batch per warm-up step), "
-            "and its steps cycle through them: the head's word prior needs a number of masked tokens, not of "
-            "batches, so short texts get more batches and long ones fewer (docs/quality.md, issue #37). 0 encodes "
-            "a fresh batch for every step, which on long descriptions makes the warm-up as long as the training. "
-            "Split among the processes of a distributed run."
+            "length_groups groups) until their masked positions hold this many tokens (at most one batch per "
+            "warm-up step), and its steps cycle through them: the head's word prior needs a number of masked "
+            "tokens, not of batches, so short texts get more batches and long ones fewer (docs/quality.md). 0 "
+            "encodes a fresh batch for every step, which on long descriptions makes the warm-up as long as the "
+            "training. Split among the processes of a distributed run.",
         },
     )
     mlm_head_warmup_tokens_per_step: int = field(
@@ -433,13 +480,14 @@ class MetricBertConfig(CatalogTrainerConfig):
         metadata={
             "help": "Before the warm-up's first step, set the MLM head's output bias to the catalog's log "
             "word-piece frequencies (counted from the tokenized catalog, no model): the prior a fresh head "
-            "otherwise spends its steps learning (MLM loss about 10.9 -> 7.1-7.6 on the development catalogs)."
+            "otherwise spends its steps learning (docs/quality.md).",
         },
     )
     mlm_weight_ramp_steps: int = field(
-        default=0,
+        default=20,
         metadata={
-            "help": "Raise the MLM weight linearly from 0 to mlm_weight over the first N optimizer steps."
+            "help": "Raise the MLM weight linearly from 0 to mlm_weight over the first N optimizer steps; left "
+            "out with the MLM term (mlm_weight 0)."
         },
     )
     log_gradient_norms: bool = field(
@@ -482,10 +530,12 @@ class MetricBertConfig(CatalogTrainerConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.mlm_head_warmup_steps and self.mlm_weight == 0:
-            raise ValueError(
-                "mlm_head_warmup_steps warms the head up for the MLM term: set mlm_weight > 0 too."
-            )
+        # A term at weight 0 is left out with what serves only it, so that one option turns off
+        # what the defaults turn on (and a model card does not record a warm-up that never ran).
+        if self.mlm_weight == 0:
+            self.mlm_head_warmup_steps = self.mlm_weight_ramp_steps = 0
+        if self.teacher_weight == 0:
+            self.teacher_shared_neighbours = 0
         if self.per_device_train_batch_size < 1:
             # Named for itself first: the neighbourhoods' rule below would blame batch_neighbourhood_size.
             raise ValueError(
@@ -509,11 +559,6 @@ class MetricBertConfig(CatalogTrainerConfig):
         if (self.teacher_encoder or self.teacher_encoder_cache) and self.teacher_weight == 0:
             raise ValueError(
                 "teacher_encoder and teacher_encoder_cache serve the teacher term: set teacher_weight > 0."
-            )
-        if self.teacher_shared_neighbours and self.teacher_weight == 0:
-            raise ValueError(
-                "teacher_shared_neighbours serves the teacher term: set teacher_weight > 0, "
-                "or teacher_shared_neighbours 0 to train without the teacher."
             )
         if self.teacher_shared_neighbour_candidates:
             if self.teacher_shared_neighbour_candidates < self.teacher_shared_neighbours or not (

@@ -7,8 +7,7 @@ nearest neighbours (Jarvis and Patrick, 1973; the k-reciprocal re-ranking of ret
 al., 2017) turns the catalog's structure into a similarity of its own. Untrained, on the dev seeds
 of both development benchmarks, adding it to today's teacher ranked above the teacher alone and
 above every trained model of the default recipe alone (docs/quality.md, "Shared neighbours"), with
-no second encoder: a teacher stronger than the start that costs seconds, which is what issue #36
-item 3 asks for.
+no second encoder: a teacher stronger than the start that costs seconds.
 
 Before training, each catalog item's ``k`` nearest other items under the teacher's own ranking
 over the whole catalog are listed once (``teacher_neighbour_lists``): the frozen start's

@@ -1,4 +1,4 @@
-"""A second frozen encoder that joins the hybrid teacher (issue #36, item 3).
+"""A second frozen encoder that joins the hybrid teacher.
 
 GPL's lesson is that pseudo-labels teach an already trained encoder only as much as the teacher
 knows beyond it. The default teacher is the student's own start fused with TF-IDF; this adds

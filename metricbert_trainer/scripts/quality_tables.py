@@ -1,4 +1,4 @@
-"""The quality tables of README.md and docs/quality.md, reproduced by one command.
+"""The quality tables of docs/quality.md, reproduced by one command.
 
 A benchmark file (``benchmarks/quality.yaml``) names, for each development benchmark, its
 catalog, its masked-label view of that catalog, its annotation files by split (``dev``: the
@@ -17,8 +17,8 @@ has seen) and the recipe command that trains its default model. The command
    model's gain over its start under each of those rankings.
 
 The TF-IDF rows are deterministic: ``tests/scripts/test_quality_tables.py`` recomputes them and
-fails when README.md states other numbers; it also fails when the prose that reads the tables
-quotes a "mean ± spread" the tables do not give (``unsupported_figures``).
+fails when docs/quality.md states other numbers; it also fails when the prose that reads the tables
+(there, and README.md's summary) quotes a "mean ± spread" the tables do not give (``unsupported_figures``).
 """
 
 from __future__ import annotations
@@ -162,7 +162,7 @@ class QualitySpec:
     model: str
     train_seeds: tuple[int, ...]
     benchmarks: tuple[Benchmark, ...]
-    # Named variants of every benchmark's recipe: the flags each adds to it (issue #36's levers).
+    # Named variants of every benchmark's recipe: the flags each adds to it (the levers studied).
     variants: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     @classmethod
@@ -517,9 +517,10 @@ def reading_markers(name: str = "quality") -> tuple[str, str]:
 
 def reading_of_tables(page_text: str, name: str = "quality") -> str:
     """The prose that reads a page's block of tables ``name``: from the block's end marker to the
-    next heading, and every block between ``reading_markers(name)``."""
+    next heading, and every block between ``reading_markers(name)`` (all of it on a page that
+    quotes the tables without holding them, as README.md's summary)."""
     closing = table_markers(name)[1]
-    after = page_text[page_text.index(closing) + len(closing) :]
+    after = page_text[page_text.index(closing) + len(closing) :] if closing in page_text else ""
     heading = re.search(r"^#", after, flags=re.MULTILINE)
     start, end = reading_markers(name)
     marked = re.findall(f"{re.escape(start)}(.*?){re.escape(end)}", page_text, flags=re.DOTALL)
@@ -596,7 +597,7 @@ def build_parser() -> argparse.ArgumentParser:
         nargs="*",
         metavar="PAGE",
         help="Also write the tables into these markdown pages, between their table markers "
-        "(README.md docs/quality.md).",
+        "(docs/quality.md).",
     )
     parser.add_argument(
         "--train-seeds",

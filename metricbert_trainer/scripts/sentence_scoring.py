@@ -1,4 +1,4 @@
-"""Sentence-level scoring of long descriptions (issue #36, item 5), a study on the dev seeds.
+"""Sentence-level scoring of long descriptions, a study on the dev seeds.
 
 Metric_Inf compares two descriptions by one mean-pooled vector each. A 300-token description
 that covers several aspects (what a package does, which interface it has, what it depends on)

@@ -1,6 +1,7 @@
 """Trainers take what trl's and sentence-transformers' take: a model by name, and no args."""
 
 import pytest
+from conftest import bare_config
 from transformers import PreTrainedModel
 
 from metricbert_trainer import MetricBertConfig, MetricBertTrainer
@@ -52,7 +53,7 @@ def test_a_model_named_without_an_mlm_head_starts_from_the_runs_seed(
 
     def head(seed: int) -> torch.Tensor:
         torch.rand(7)  # the generators moved on, as anything run before would move them
-        args = MetricBertConfig(output_dir=str(tmp_path / "out"), seed=seed, report_to="none")
+        args = bare_config(output_dir=str(tmp_path / "out"), seed=seed, report_to="none")
         trainer = MetricBertTrainer(str(encoder_only), args, processing_class=None, train_dataset=items)
         return trainer.model.cls.predictions.transform.dense.weight.detach().clone()
 

@@ -1,11 +1,11 @@
 import pytest
 import torch
+from conftest import bare_config
 from safetensors.torch import load_file
 
 from metricbert_trainer.base.modeling import MASKED_LM_FOLDER, load_masked_lm, whole_copy
 from metricbert_trainer.base.weight_ensembling import blend_with_start
 from metricbert_trainer.data.catalog import load_catalog
-from metricbert_trainer.metricbert.config import MetricBertConfig
 from metricbert_trainer.metricbert.trainer import MetricBertTrainer
 
 
@@ -51,7 +51,7 @@ def test_a_share_of_one_changes_nothing_and_a_foreign_start_is_refused(tiny_mode
 def test_the_config_refuses_shares_outside_zero_to_one(tmp_path):
     for share in (0.0, -0.5, 1.01):
         with pytest.raises(ValueError, match="trained_weight_share must be in \\(0, 1\\]"):
-            MetricBertConfig(output_dir=str(tmp_path), use_cpu=True, trained_weight_share=share)
+            bare_config(output_dir=str(tmp_path), use_cpu=True, trained_weight_share=share)
 
 
 def test_training_ends_halfway_between_start_and_trained_while_checkpoints_keep_the_trained_weights(
@@ -67,7 +67,7 @@ def test_training_ends_halfway_between_start_and_trained_while_checkpoints_keep_
     order-free CPU gradient sum once failed this test; tests/base/test_embedding_lookup.py now
     pins the sum's order).
     """
-    args = MetricBertConfig(
+    args = bare_config(
         output_dir=str(tmp_path),
         per_device_train_batch_size=16,
         learning_rate=1e-3,

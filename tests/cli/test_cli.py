@@ -744,9 +744,9 @@ def test_compare_writes_table_json_and_chart(
 
 
 def test_the_comparison_chart_draws_every_scorers_name_whole_and_apart():
-    """Sixteen long scorer names, as the README's wine comparison has: each name is drawn inside
-    the image and overlaps no other (under the bars, turned 45 degrees, they overlapped and ran off
-    its bottom edge), and the bars keep the table's order from the top down."""
+    """Sixteen long scorer names, as the wine comparison of docs/evaluation.md has: each name is
+    drawn inside the image and overlaps no other (under the bars, turned 45 degrees, they overlapped
+    and ran off its bottom edge), and the bars keep the table's order from the top down."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
     from metricbert_trainer.cli.compare import comparison_figure
@@ -773,12 +773,12 @@ def test_the_comparison_chart_draws_every_scorers_name_whole_and_apart():
     )
 
 
-def test_the_readmes_wine_comparison_quotes_the_shipped_results():
-    """Every row of README.md's comparison on the wine sample is the results.json its command
-    wrote (docs/compare_wines, and RecoBERT's docs/compare_wines_recobert), rounded as the page
-    rounds: re-running the command without updating the page, or the page without the files,
+def test_the_wine_comparison_quotes_the_shipped_results():
+    """Every row of docs/evaluation.md's comparison on the wine sample is the results.json its
+    command wrote (docs/compare_wines, and RecoBERT's docs/compare_wines_recobert), rounded as the
+    page rounds: re-running the command without updating the page, or the page without the files,
     fails here."""
-    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    page = (REPO_ROOT / "docs" / "evaluation.md").read_text(encoding="utf-8")
 
     def results(folder: str) -> dict[str, dict]:
         rows = json.loads((REPO_ROOT / "docs" / folder / "results.json").read_text(encoding="utf-8"))[
@@ -815,7 +815,7 @@ def test_the_readmes_wine_comparison_quotes_the_shipped_results():
         cells = [
             " / ".join(f"{row[metric]:.1f}" for row in rows) for metric in ("mpr", "mrr", "hr@10", "hr@100")
         ]
-        assert f"| {label} | {' | '.join(cells)} |" in readme, label
+        assert f"| {label} | {' | '.join(cells)} |" in page, label
 
 
 def test_errors_are_reported_not_raised(files, tiny_model_path, tmp_path, capsys):

@@ -2,9 +2,9 @@
 
 import numpy as np
 import pytest
+from conftest import bare_config
 
 from metricbert_trainer.data.lengths import data_driven_max_length, resolve_max_length, token_lengths
-from metricbert_trainer.metricbert.config import MetricBertConfig
 
 
 def _texts(words: list[int]) -> list[str]:
@@ -60,17 +60,17 @@ def test_lengths_counted_a_chunk_at_a_time_are_the_whole_catalogs(tokenizer, mon
 
 def test_unset_max_length_is_resolved_from_the_catalog_and_a_set_one_is_kept(tmp_path, tokenizer):
     rows = {"title": _texts([2, 3]), "description": _texts([30, 40])}
-    args = MetricBertConfig(output_dir=str(tmp_path), report_to="none", use_cpu=True)
+    args = bare_config(output_dir=str(tmp_path), report_to="none", use_cpu=True)
     assert args.max_length is None
     assert resolve_max_length(args, tokenizer, rows, ("title", "description")) == 48  # 41.5 -> 48
-    fixed = MetricBertConfig(output_dir=str(tmp_path), report_to="none", use_cpu=True, max_length=16)
+    fixed = bare_config(output_dir=str(tmp_path), report_to="none", use_cpu=True, max_length=16)
     assert resolve_max_length(fixed, tokenizer, rows, ("title", "description")) == 16
 
 
 def test_without_a_catalog_the_cap_bounded_by_the_model_positions(tmp_path, tiny_model_path):
     from metricbert_trainer.base.modeling import load_masked_lm
 
-    args = MetricBertConfig(output_dir=str(tmp_path), report_to="none", use_cpu=True)
+    args = bare_config(output_dir=str(tmp_path), report_to="none", use_cpu=True)
     # The tiny model has 128 positions; the cap is 256.
     assert (
         resolve_max_length(args, None, None, ("title", "description"), load_masked_lm(tiny_model_path)) == 128
@@ -82,7 +82,7 @@ def test_an_explicit_max_length_beyond_the_model_positions_is_a_usage_error(tmp_
     from metricbert_trainer.errors import UsageError
 
     model = load_masked_lm(tiny_model_path)
-    args = MetricBertConfig(output_dir=str(tmp_path), report_to="none", use_cpu=True, max_length=512)
+    args = bare_config(output_dir=str(tmp_path), report_to="none", use_cpu=True, max_length=512)
     with pytest.raises(UsageError, match="max_length 512 is longer than the model's 128 position embeddings"):
         resolve_max_length(args, None, None, ("title", "description"), model)
     args.max_length = 128
@@ -94,4 +94,4 @@ def test_an_explicit_max_length_beyond_the_model_positions_is_a_usage_error(tmp_
 )
 def test_length_options_out_of_range_are_refused(tmp_path, options):
     with pytest.raises(ValueError, match="max_length"):
-        MetricBertConfig(output_dir=str(tmp_path), report_to="none", use_cpu=True, **options)
+        bare_config(output_dir=str(tmp_path), report_to="none", use_cpu=True, **options)

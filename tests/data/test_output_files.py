@@ -199,6 +199,7 @@ def _recipe(tiny_model_path, files, output_dir, **options) -> list[str]:
         "save_strategy": "no",
         "eval_strategy": "no",
         "mlm_head_warmup_steps": 0,
+        "warmup_steps": 0,  # a run of a step or two has no schedule to warm up
         "report_to": "none",
         "disable_tqdm": "true",
         **QUICK_RUN,

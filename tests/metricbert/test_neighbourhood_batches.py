@@ -5,12 +5,11 @@ import logging
 import numpy as np
 import pytest
 import torch
-from conftest import tiny_metricbert_trainer
+from conftest import bare_config, tiny_metricbert_trainer
 
 from metricbert_trainer.data.catalog import load_catalog
 from metricbert_trainer.data.token_rows import TokenRows
 from metricbert_trainer.metricbert import neighbourhood_batches
-from metricbert_trainer.metricbert.config import MetricBertConfig
 from metricbert_trainer.metricbert.neighbourhood_batches import (
     NeighbourhoodSampler,
     item_vectors,
@@ -122,13 +121,13 @@ def test_an_index_faiss_cannot_build_or_would_barely_search_is_refused_before_tr
         "batch_neighbourhood_size": 4,
     }
     with pytest.raises(ValueError, match="FAISS says could not parse index string IVFx,Flat"):
-        MetricBertConfig(**options, neighbourhood_index="IVFx,Flat")
+        bare_config(**options, neighbourhood_index="IVFx,Flat")
     with pytest.raises(ValueError, match="could not set parameter efSerch"):
-        MetricBertConfig(**options, neighbourhood_index="HNSW8", neighbourhood_search_parameters="efSerch=2")
+        bare_config(**options, neighbourhood_index="HNSW8", neighbourhood_search_parameters="efSerch=2")
     # FAISS would probe one of the 8 lists, silently: the probes must be named.
     with pytest.raises(ValueError, match="'IVF8,Flat' is an inverted file: FAISS searches 1 of its 8 lists"):
-        MetricBertConfig(**options, neighbourhood_index="IVF8,Flat")
-    named = MetricBertConfig(
+        bare_config(**options, neighbourhood_index="IVF8,Flat")
+    named = bare_config(
         **options, neighbourhood_index="IVF8,Flat", neighbourhood_search_parameters="nprobe=1"
     )
     assert named.neighbourhood_search_parameters == "nprobe=1"
@@ -211,7 +210,7 @@ def test_training_draws_its_batches_from_neighbourhoods_of_the_starting_model(
 @pytest.mark.parametrize("size", [1, 17])
 def test_a_neighbourhood_that_cannot_fill_a_batch_is_refused(tmp_path, size):
     with pytest.raises(ValueError, match="batch_neighbourhood_size"):
-        MetricBertConfig(
+        bare_config(
             output_dir=str(tmp_path),
             report_to="none",
             use_cpu=True,

@@ -17,11 +17,10 @@ import math
 
 import pytest
 import torch
-from conftest import intra_op_threads
+from conftest import bare_config, intra_op_threads
 
 from metricbert_trainer.base.distances import Distance, paired_distance, pairwise_distance
 from metricbert_trainer.base.pooling import mean_pool
-from metricbert_trainer.metricbert.config import MetricBertConfig
 from metricbert_trainer.metricbert.guide import StartingModelGuide
 from metricbert_trainer.metricbert.losses import InBatchLoss, Objective, build_loss, embedding_spread
 from metricbert_trainer.metricbert.losses.mining import Anchors, Mining, NegativePool
@@ -92,7 +91,7 @@ def _loss(
     anchors: Anchors = Anchors.BOTH,
     negative_pool: NegativePool = NegativePool.ALL,
 ) -> InBatchLoss:
-    config = MetricBertConfig(
+    config = bare_config(
         output_dir="unused",
         report_to="none",
         use_cpu=True,

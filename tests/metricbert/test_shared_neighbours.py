@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from conftest import tiny_metricbert_trainer
+from conftest import bare_config, tiny_metricbert_trainer
 
 from metricbert_trainer.base.distances import Distance, pairwise_distance
 from metricbert_trainer.data.catalog import load_catalog
@@ -16,7 +16,6 @@ from metricbert_trainer.evaluation.candidate_lists import indexed_unit_rows, uni
 from metricbert_trainer.evaluation.hybrid import standardised_rows
 from metricbert_trainer.metricbert import shared_neighbours as module
 from metricbert_trainer.metricbert.collator import MetricBertCollator
-from metricbert_trainer.metricbert.config import MetricBertConfig
 from metricbert_trainer.metricbert.losses.teacher import hybrid_teacher_distillation
 from metricbert_trainer.metricbert.shared_neighbours import (
     SharedNeighbours,
@@ -160,15 +159,16 @@ def test_the_overlaps_weigh_in_the_teachers_ranking_by_their_weight():
         loss(guide, tfidf, 1.5)
 
 
-def test_the_option_needs_the_teacher_term(tmp_path):
-    with pytest.raises(ValueError, match="teacher_shared_neighbours serves the teacher term"):
-        MetricBertConfig(output_dir=str(tmp_path), teacher_shared_neighbours=10)
+def test_the_option_serves_the_teacher_term_and_its_search_is_checked(tmp_path):
+    """The lists serve only the teacher: without it they are left out (not listed over the whole
+    catalog for nothing); searched among candidates, the search must be able to find them."""
+    assert bare_config(output_dir=str(tmp_path), teacher_shared_neighbours=10).teacher_shared_neighbours == 0
     searched = {"output_dir": str(tmp_path), "teacher_weight": 1.0, "teacher_shared_neighbours": 10}
     with pytest.raises(ValueError, match="candidates at least as many"):
-        MetricBertConfig(**searched, teacher_shared_neighbour_candidates=5)
+        bare_config(**searched, teacher_shared_neighbour_candidates=5)
     for unsearchable in ({"distance": "euclidean"}, {"teacher_tfidf_weight": 1.0}):
         with pytest.raises(ValueError, match="finds candidates by the start's cosines"):
-            MetricBertConfig(**searched, teacher_shared_neighbour_candidates=50, **unsearchable)
+            bare_config(**searched, teacher_shared_neighbour_candidates=50, **unsearchable)
 
 
 def _teacher_trainer(tmp_path, model_path, tokenizer, items, neighbours: int, **overrides):

@@ -7,12 +7,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from conftest import bare_config
 from sklearn.feature_extraction.text import TfidfVectorizer
 
 from metricbert_trainer.base.modeling import load_masked_lm
 from metricbert_trainer.data.catalog import load_catalog
 from metricbert_trainer.data.token_rows import TokenRows
-from metricbert_trainer.metricbert.config import MetricBertConfig
 from metricbert_trainer.metricbert.losses.teacher import hybrid_teacher_distillation, item_distances
 from metricbert_trainer.metricbert.token_tfidf import JOINED, TokenTfidf, joined_counts
 from metricbert_trainer.metricbert.trainer import MetricBertTrainer
@@ -134,7 +134,7 @@ def test_the_term_pulls_the_students_ranking_towards_the_teachers():
 def test_a_run_with_the_teacher_logs_its_term_with_no_other_guide_user(
     tmp_path, tiny_model_path, tokenizer, wine_items
 ):
-    args = MetricBertConfig(
+    args = bare_config(
         output_dir=str(tmp_path / "out"),
         max_steps=3,
         logging_steps=1,
@@ -163,7 +163,7 @@ def test_joined_fields_on_a_catalog_of_three_fields_fall_back_to_each_slot_and_s
 ):
     # A batch slot of such a catalog holds any of its fields: no item's pair to join.
     items = wine_items.add_column("tags", [" ".join(text.split()[:6]) for text in wine_items["description"]])
-    args = MetricBertConfig(
+    args = bare_config(
         output_dir=str(tmp_path / "out"),
         per_device_train_batch_size=16,
         max_length=32,

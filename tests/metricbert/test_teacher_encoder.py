@@ -9,12 +9,11 @@ import logging
 import numpy as np
 import pytest
 import torch
-from conftest import save_wide_encoder, tiny_metricbert_trainer
+from conftest import bare_config, save_wide_encoder, tiny_metricbert_trainer
 
 from metricbert_trainer.data.catalog import load_catalog
 from metricbert_trainer.evaluation.encoding import encode_texts
 from metricbert_trainer.metricbert.collator import MetricBertCollator
-from metricbert_trainer.metricbert.config import MetricBertConfig
 from metricbert_trainer.metricbert.losses.teacher import hybrid_teacher_distillation
 from metricbert_trainer.metricbert.teacher_encoder import TeacherEncoder
 
@@ -127,6 +126,6 @@ def test_a_run_with_a_teacher_encoder_trains_on_its_cache(
 
 def test_a_teacher_encoder_without_the_teacher_term_is_refused(tmp_path):
     with pytest.raises(ValueError, match="set teacher_weight > 0"):
-        MetricBertConfig(output_dir=str(tmp_path), teacher_encoder="any", teacher_weight=0.0)
+        bare_config(output_dir=str(tmp_path), teacher_encoder="any", teacher_weight=0.0)
     with pytest.raises(ValueError, match="name the teacher_encoder too"):
-        MetricBertConfig(output_dir=str(tmp_path), teacher_encoder_cache="x.npz", teacher_weight=1.0)
+        bare_config(output_dir=str(tmp_path), teacher_encoder_cache="x.npz", teacher_weight=1.0)

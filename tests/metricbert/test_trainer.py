@@ -6,14 +6,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from conftest import intra_op_threads
+from conftest import bare_config, intra_op_threads
 from transformers import AutoModel, AutoModelForMaskedLM
 
 from metricbert_trainer.base.modeling import load_masked_lm
 from metricbert_trainer.base.pooling import mean_pool
 from metricbert_trainer.data.catalog import load_catalog
 from metricbert_trainer.metricbert.collator import MetricBertCollator
-from metricbert_trainer.metricbert.config import MetricBertConfig
 from metricbert_trainer.metricbert.trainer import MetricBertTrainer
 
 
@@ -37,7 +36,7 @@ def _config(tmp_path, **overrides):
         distill_weight=0.0,  # these tests study the triplet term; the guard has tests of its own
     )
     values.update(overrides)
-    return MetricBertConfig(**values)
+    return bare_config(**values)
 
 
 def _trained(tmp_path, model_path, tokenizer, items, **overrides):

@@ -6,10 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from conftest import bare_config
 
 from metricbert_trainer.base.modeling import load_masked_lm
 from metricbert_trainer.data.catalog import load_catalog
-from metricbert_trainer.metricbert.config import MetricBertConfig
 from metricbert_trainer.metricbert.trainer import MetricBertTrainer
 from metricbert_trainer.ner.trainer import NerTrainer
 from metricbert_trainer.publishing.callbacks import (
@@ -34,7 +34,7 @@ class StepNote(PublishingCallback):
 
 
 def _trainer(tmp_path, tiny_model_path, tokenizer, wine_items, **kwargs) -> MetricBertTrainer:
-    args = MetricBertConfig(
+    args = bare_config(
         output_dir=str(tmp_path / "out"),
         max_steps=2,
         logging_steps=1,

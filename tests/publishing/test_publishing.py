@@ -17,7 +17,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import torch
-from conftest import REPO_ROOT, WINES_ANNOTATIONS, WINES_CSV, flags
+from conftest import REPO_ROOT, WINES_ANNOTATIONS, WINES_CSV, bare_config, flags
 from huggingface_hub import ModelCard
 from huggingface_hub.utils import filter_repo_objects
 from safetensors.torch import load_file
@@ -26,7 +26,6 @@ from transformers import AutoModel, AutoModelForMaskedLM, AutoTokenizer
 from metricbert_trainer.base.modeling import load_masked_lm
 from metricbert_trainer.cli import main as cli_main
 from metricbert_trainer.evaluation.encoding import encode_texts
-from metricbert_trainer.metricbert.config import MetricBertConfig
 from metricbert_trainer.metricbert.trainer import MetricBertTrainer
 from metricbert_trainer.ner.trainer import NerTrainer
 from metricbert_trainer.publishing.model_card import ModelCardInfo, render_model_card, usage_examples
@@ -355,9 +354,7 @@ def test_the_recipes_plot_encodes_at_the_runs_precision(tiny_model_path, tmp_pat
             written = plot_recipe_embeddings(
                 ModelArguments(model_name_or_path=tiny_model_path),
                 DataArguments(catalog=str(WINES_CSV), plot_column="variety"),
-                MetricBertConfig(
-                    output_dir=str(trained), bf16=bf16, cpu_bf16=bf16, use_cpu=True, max_length=16
-                ),
+                bare_config(output_dir=str(trained), bf16=bf16, cpu_bf16=bf16, use_cpu=True, max_length=16),
                 catalog,
                 ["red"] * len(catalog),
             )
@@ -371,7 +368,7 @@ def test_the_recipes_plot_encodes_at_the_runs_precision(tiny_model_path, tmp_pat
 
 def test_a_token_in_the_arguments_is_refused(tmp_path):
     with pytest.raises(ValueError, match="HF_TOKEN"):
-        MetricBertConfig(output_dir=str(tmp_path), hub_token=FAKE_TOKEN)
+        bare_config(output_dir=str(tmp_path), hub_token=FAKE_TOKEN)
 
 
 def test_saved_training_arguments_are_json_without_paths(published):

@@ -107,7 +107,8 @@ def test_every_loss_option_is_reachable_from_the_yaml_config(tmp_path):
         "mlm_head_warmup_steps: 50\nmlm_weight_ramp_steps: 10\ndistill_weight: 2.0\ndistill_temperature: 0.1\n"
         "distill_within_field: true\ndistill_weighting: guide_confidence\ndistill_confidence_power: 3.0\n"
         "teacher_weight: 0.5\nteacher_tfidf_weight: 0.3\nteacher_temperature: 0.25\n"
-        "teacher_encoder: encoders/all-mpnet-base-v2\nbatch_neighbourhood_size: 4\n",
+        "teacher_encoder: encoders/all-mpnet-base-v2\nbatch_neighbourhood_size: 4\n"
+        "teacher_shared_neighbours: 30\nteacher_shared_neighbour_weight: 0.4\n",
     )
     _, _, training = parse_recipe_args(TYPES, ["--config", config])
     assert {**build_loss(training).get_config_dict(), **training.loss_config()} == {
@@ -137,6 +138,8 @@ def test_every_loss_option_is_reachable_from_the_yaml_config(tmp_path):
         "teacher_tfidf_weight": 0.3,
         "teacher_temperature": 0.25,
         "teacher_encoder": "encoders/all-mpnet-base-v2",
+        "teacher_shared_neighbours": 30,
+        "teacher_shared_neighbour_weight": 0.4,
         "batch_neighbourhood_size": 4,
     }
     # The remaining objectives' own settings, and a CLI flag over the YAML value.
@@ -208,7 +211,8 @@ def test_processes_launched_without_an_accelerator_train_on_the_cpu(monkeypatch)
 
 def test_a_users_config_says_which_recipe_settings_it_drops(tmp_path, caplog):
     """``--config`` replaces a recipe's YAML whole: the log names the settings that went back to
-    the library's defaults (the MLM term among them), and the values really are the defaults."""
+    the library's defaults (the first evaluation of the starting model), and the values really are
+    the defaults."""
     config = _write(tmp_path, "catalog: items.csv\noutput_dir: out\nlearning_rate: 1.0e-5\n")
     recipe = REPO_ROOT / "recipes" / "catalog" / "minilm.yaml"
     with caplog.at_level("WARNING", logger="metricbert_trainer"):
@@ -216,8 +220,7 @@ def test_a_users_config_says_which_recipe_settings_it_drops(tmp_path, caplog):
     (message,) = [
         record.getMessage() for record in caplog.records if "--config replaces" in record.getMessage()
     ]
-    default = MetricBertConfig(output_dir="out").mlm_weight
-    assert f"mlm_weight (recipe 1.0, now {default!r})" in message and training.mlm_weight == default
+    assert "eval_on_start (recipe True, now False)" in message and training.eval_on_start is False
     assert not re.search(r"(?<!_)learning_rate \(recipe", message)  # the user's config sets it
     caplog.clear()
     parse_recipe_args(TYPES, ["--learning_rate", "1e-5", "--catalog", "items.csv"], default_config=recipe)
@@ -256,3 +259,46 @@ def test_the_cpus_vendor_and_family_are_read_from_cpuinfo(tmp_path):
     assert cpu_identity(cpuinfo_fields(str(zen5))) == ("AuthenticAMD", 26)
     assert cpu_identity(cpuinfo_fields(str(arm))) == ("", 0)
     assert cpu_identity(cpuinfo_fields(str(tmp_path / "missing"))) == ("", 0)
+
+
+# What a recipe YAML may state that is not MetricBertConfig's: the model, the catalog and its
+# evaluation (the runner's dataclasses), where the run writes, and the ranking of the starting
+# model before training, which the runner can always do (annotations or the label-free signals).
+RUN_SETTINGS = {"output_dir", "eval_on_start"}
+
+
+def test_the_class_defaults_are_the_recipe_that_train_catalog_trains(tmp_path):
+    """``MetricBertConfig(output_dir=...)`` from Python is every setting ``recipes/train_catalog.py``
+    trains with: the same dataclass, field for field, once the run's own settings are given."""
+    recipe = REPO_ROOT / "recipes" / "catalog" / "minilm.yaml"
+    _, _, training = parse_recipe_args(TYPES, ["--catalog", "items.csv"], default_config=recipe)
+    stated = yaml.safe_load(recipe.read_text(encoding="utf-8"))
+    run = {name: stated[name] for name in RUN_SETTINGS}
+    assert training.to_dict() == MetricBertConfig(**run).to_dict()
+    assert training.teacher_shared_neighbours == 50 and training.mlm_head_warmup_steps == 100
+
+
+@pytest.mark.parametrize("recipe", ["catalog/minilm.yaml", "wines/minilm.yaml", "video_games/minilm.yaml"])
+def test_a_default_recipe_states_only_what_differs_from_the_class(recipe):
+    """The default recipes' YAML files set no training option to the value it has anyway, so a
+    default changed in the class is the recipes' too, and nothing restated can drift from it."""
+    stated = yaml.safe_load((REPO_ROOT / "recipes" / recipe).read_text(encoding="utf-8"))
+    defaults = MetricBertConfig(output_dir="out").to_dict()
+    restated = {
+        name: value
+        for name, value in stated.items()
+        if name in defaults and name not in RUN_SETTINGS and value == defaults[name]
+    }
+    assert restated == {}
+
+
+def test_a_term_at_weight_zero_leaves_out_what_serves_only_it():
+    """One option turns off what the defaults turn on: the MLM term its head's warm-up and ramp, the
+    teacher its shared neighbours (which would otherwise be listed over the whole catalog for
+    nothing); the options of a term that stays on are kept."""
+    without_mlm = MetricBertConfig(output_dir="out", mlm_weight=0.0)
+    assert (without_mlm.mlm_head_warmup_steps, without_mlm.mlm_weight_ramp_steps) == (0, 0)
+    assert without_mlm.teacher_shared_neighbours == 50
+    without_teacher = MetricBertConfig(output_dir="out", teacher_weight=0.0)
+    assert without_teacher.teacher_shared_neighbours == 0 and without_teacher.mlm_head_warmup_steps == 100
+    assert "teacher_shared_neighbours" not in without_teacher.loss_config()

@@ -1,4 +1,5 @@
-"""The one command behind the quality tables: README's deterministic rows, and a whole run on a tiny model."""
+"""The one command behind the quality tables: the quality page's deterministic rows, README's summary of
+them, and a whole run on a tiny model."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from metricbert_trainer.scripts.quality_tables import (
     DEFAULT_RANKING,
     READING_END,
     READING_START,
+    STATED_FIGURE,
     TABLES_END,
     TABLES_START,
     TFIDF,
@@ -25,6 +27,7 @@ from metricbert_trainer.scripts.quality_tables import (
     main,
     ranked_as,
     read_rows,
+    reading_of_tables,
     reranked,
     rows_left,
     table_markers,
@@ -42,13 +45,13 @@ def table_lines(text: str) -> list[str]:
     ]
 
 
-PAGES = ("README.md", "docs/quality.md")
+PAGE = "docs/quality.md"
 
 
 def assert_page_shows_tables(page: str, name: str, rows: list[dict], spec: str) -> dict[str, str]:
     """Every row of the tables the command renders from ``rows`` (``--spec spec``) stands in
     ``page``'s block of tables ``name``; returns them by split."""
-    text = (REPO_ROOT / page).read_text(encoding="utf-8")
+    text = (REPO_ROOT / PAGE).read_text(encoding="utf-8")
     opening, closing = table_markers(name)
     block = text[text.index(opening) : text.index(closing)]
     rendered = tables(rows, f"{COMMAND} --spec {spec}")
@@ -65,8 +68,7 @@ def tfidf_rows():
         return deterministic_rows(QualitySpec.from_yaml(SPEC))
 
 
-@pytest.mark.parametrize("page", PAGES)
-def test_the_pages_state_the_tfidf_rows_the_command_computes_on_every_split_and_view(page, tfidf_rows):
+def test_the_page_states_the_tfidf_rows_the_command_computes_on_every_split_and_view(tfidf_rows):
     """Recomputes TF-IDF (deterministic) on the category benchmarks, dev and test, plain and
     masked, and on the expert-judged pools of CSFCube's dev fold, and finds each rendered row on
     the page: editing a number there, or the data, fails this."""
@@ -80,32 +82,43 @@ def test_the_pages_state_the_tfidf_rows_the_command_computes_on_every_split_and_
         ),
         ("csfcube", "dev", "plain"),
     }
-    text = (REPO_ROOT / page).read_text(encoding="utf-8")
+    text = (REPO_ROOT / PAGE).read_text(encoding="utf-8")
     rendered = tables(rows)
     for split in ("dev", "test", "dev pools"):
         for line in table_lines(rendered[split]):
-            assert line in text, f"{page} lacks, or states otherwise, the {split} row {line}"
+            assert line in text, f"{PAGE} lacks, or states otherwise, the {split} row {line}"
 
 
-@pytest.mark.parametrize("page", PAGES)
-def test_the_results_file_holds_the_rows_the_pages_show(page):
-    """The shipped results file renders to exactly the tables the pages quote (every model)."""
-    page_text = (REPO_ROOT / page).read_text(encoding="utf-8")
+def test_the_results_file_holds_the_rows_the_page_shows():
+    """The shipped results file renders to exactly the tables the page quotes (every model)."""
+    page_text = (REPO_ROOT / PAGE).read_text(encoding="utf-8")
     rendered = tables(read_rows(REPO_ROOT / "docs" / "results" / "quality_tables.jsonl"))
     assert set(rendered) == {"dev", "test", "dev pools"}
     for table in rendered.values():
         for line in table_lines(table):
-            assert line in page_text, f"{page} lacks, or states otherwise, the row {line}"
+            assert line in page_text, f"{PAGE} lacks, or states otherwise, the row {line}"
 
 
-@pytest.mark.parametrize("page", PAGES)
-def test_the_reading_of_the_tables_states_only_figures_the_tables_give(page):
-    """The prose after each page's tables, and each reading of them marked elsewhere on the page,
+def test_the_reading_of_the_tables_states_only_figures_the_tables_give():
+    """The prose after the page's tables, and each reading of them marked elsewhere on the page,
     quotes each "mean ± spread" as a cell of the tables or a trained row's gain over an untrained
     row; a reading left from earlier tables fails."""
     rows = read_rows(REPO_ROOT / "docs" / "results" / "quality_tables.jsonl")
-    text = (REPO_ROOT / page).read_text(encoding="utf-8")
+    text = (REPO_ROOT / PAGE).read_text(encoding="utf-8")
     assert unsupported_figures(text, rows) == []
+
+
+def test_the_readmes_summary_quotes_only_figures_the_tables_give():
+    """README.md holds no block of tables, only a summary of what training gets on each kind of
+    catalog between reading markers: each "mean ± spread" in it is a cell, or a trained row's gain,
+    of the quality tables (wines, Debian, CSFCube) or of the held-out tables (PyPI). A summary left
+    standing after the tables were rewritten fails, and so does one that states no figure at all."""
+    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    assert TABLES_END not in readme
+    for name, results in (("quality", "quality_tables.jsonl"), ("held-out", "held_out.jsonl")):
+        assert STATED_FIGURE.search(reading_of_tables(readme, name)), f"README.md reads no {name} table"
+        rows = read_rows(REPO_ROOT / "docs" / "results" / results)
+        assert unsupported_figures(readme, rows, name) == []
 
 
 def test_a_figure_the_tables_do_not_give_is_named_and_one_they_give_is_not():
@@ -158,20 +171,19 @@ def test_the_lever_study_tables_on_the_quality_page_are_its_results_file():
     assert untrained and all(row in rows for row in untrained)
 
 
-@pytest.mark.parametrize("page", PAGES)
-def test_the_held_out_domain_tables_are_its_results_file_with_its_tfidf_rows_recomputed(page):
-    """The third domain's tables (data/pypi, benchmarks/held_out.yaml) render on each page from
+def test_the_held_out_domain_tables_are_its_results_file_with_its_tfidf_rows_recomputed():
+    """The third domain's tables (data/pypi, benchmarks/held_out.yaml) render on the quality page from
     docs/results/held_out.jsonl, between their own markers; its TF-IDF rows are recomputed here
     (deterministic: editing a number or the data fails), and the prose that reads those tables
     quotes only figures they give."""
     rows = read_rows(REPO_ROOT / "docs" / "results" / "held_out.jsonl")
-    rendered = assert_page_shows_tables(page, "held-out", rows, "benchmarks/held_out.yaml")
+    rendered = assert_page_shows_tables(PAGE, "held-out", rows, "benchmarks/held_out.yaml")
     assert set(rendered) == {"dev", "test"}
     with pytest.MonkeyPatch.context() as patch:
         patch.chdir(REPO_ROOT)
         recomputed = deterministic_rows(QualitySpec.from_yaml(HELD_OUT_SPEC))
     assert len(recomputed) == 4 and all(row in rows for row in recomputed)
-    assert unsupported_figures((REPO_ROOT / page).read_text(encoding="utf-8"), rows, "held-out") == []
+    assert unsupported_figures((REPO_ROOT / PAGE).read_text(encoding="utf-8"), rows, "held-out") == []
 
 
 def test_the_lever_screened_on_the_held_out_domain_is_read_beside_the_held_out_tables_own_rows():

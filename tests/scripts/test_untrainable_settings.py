@@ -25,6 +25,7 @@ def _recipe(model: str, catalog, output_dir, **options) -> list[str]:
         "output_dir": output_dir,
         "save_strategy": "no",
         "mlm_head_warmup_steps": 0,
+        "warmup_steps": 0,  # a run of a step or two has no schedule to warm up
         "report_to": "none",
         "disable_tqdm": "true",
         **QUICK_RUN,

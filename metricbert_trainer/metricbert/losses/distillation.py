@@ -31,12 +31,12 @@ anchor by how surely the starting model already matches it to its own positive
 title, the metric term has little to teach about that item and mostly pushes it away from its
 nearest neighbours, which are often the similar items, so its neighbourhood is held; where the
 starting model cannot match the fields, the neighbourhood is what training has to change, so it
-is left free. The guard's overall strength then follows the catalog without a threshold: on
-Debian packages the starting model matches 98% of in-batch anchors (mean weight 0.95), on wine
-reviews 4% (mean weight 0.03), docs/quality.md. The trainer squares the probability by default
-(``distill_confidence_power``): over a batch of 64 elements the probabilities of the unmatched
-anchors are small but many, and they made up 28% of the wine weight; squared, a sure match keeps
-nearly all of its weight and a doubtful one little.
+is left free. The guard's overall strength then follows the catalog without a threshold: the
+starting model matches nearly every Debian package's anchor in a batch and few wine reviews'
+(docs/quality.md). The trainer squares the probability by default (``distill_confidence_power``):
+over a batch the probabilities of the unmatched anchors are small but many, and they made up a
+large share of the wine weight; squared, a sure match keeps nearly all of its weight and a
+doubtful one little.
 """
 
 from __future__ import annotations

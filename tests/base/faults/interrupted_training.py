@@ -80,6 +80,7 @@ def main() -> None:
     args = MetricBertConfig(
         output_dir=options.output_dir,
         max_steps=MAX_STEPS,
+        save_strategy="steps",
         save_steps=SAVE_STEPS,
         save_total_limit=2,
         per_device_train_batch_size=BATCH,
@@ -87,6 +88,12 @@ def main() -> None:
         warmup_steps=2,
         mlm_weight=1.0,
         mlm_probability=0.15,
+        # The MLM term without the rest of the recipe (MetricBertConfig's defaults): no warm-up, no teacher.
+        mlm_head_warmup_steps=0,
+        mlm_weight_ramp_steps=0,
+        teacher_weight=0.0,
+        batch_neighbourhood_size=0,
+        length_groups=1,
         logging_steps=1,
         report_to="none",
         seed=3,

@@ -27,6 +27,18 @@ from metricbert_trainer.metricbert.collator import MetricBertCollator
 from metricbert_trainer.metricbert.config import MetricBertConfig
 from metricbert_trainer.metricbert.trainer import MetricBertTrainer
 
+# Each case is the bare objective (none of what the recipe, MetricBertConfig's defaults, adds) plus
+# its own settings: the comparison is of the gathered mining, not of the recipe's other terms.
+BARE = dict(
+    mlm_weight=0.0,
+    mlm_probability=0.0,
+    mlm_head_warmup_steps=0,
+    mlm_weight_ramp_steps=0,
+    teacher_weight=0.0,
+    teacher_shared_neighbours=0,
+    batch_neighbourhood_size=0,
+    length_groups=1,
+)
 MLM_AND_FILTER = dict(mlm_weight=1.0, mlm_probability=0.15, false_negative_filter=True)
 # (name, rows of each process, objective settings). Uneven rows stand for a last, short batch;
 # "local_mining" turns gathering off, as the control that shows the check can fail.
@@ -84,7 +96,8 @@ def build(model_path: str, output_dir: str, settings: dict, items) -> MetricBert
         model_path, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0
     )
     # fp32 (no CPU bf16 autocast): the comparison is to float32 rounding.
-    args = MetricBertConfig(output_dir=output_dir, report_to="none", use_cpu=True, cpu_bf16=False, **settings)
+    options = {**BARE, **settings}
+    args = MetricBertConfig(output_dir=output_dir, report_to="none", use_cpu=True, cpu_bf16=False, **options)
     return MetricBertTrainer(
         model=model,
         args=args,
