@@ -7,7 +7,10 @@
 Graded-pool benchmarks (CSFCube: rows with ``per_pool``, no MPR) are read in a table of their own,
 ranked by the encoder alone and as evaluate ranks by default: MAP and NDCG%20 against the same
 allowance, and the pools' paired AP differences with the Wilcoxon signed-rank test's two-sided p
-(scipy); a ruled reading fails there too if that p is below 0.05 with the variant lower.
+(scipy); a ruled reading fails there too if that p is below 0.05 with the variant lower. A lever
+meant to move the expert judgments (``--pool-gain``) must also rank the pools by the encoder alone
+above the default's MAP by more than ``--spreads`` times the default's spread there (the rule of
+the teachers screened for issue #88 item 3).
 
 A lever's rule is written in its variant's comment in ``benchmarks/levers.yaml`` before any of its
 rows is read. A screen compares one training seed with the default's same seed (``--train-seeds
@@ -195,6 +198,11 @@ def pool_reading(
                     text += f" ({allowance:.2f})"
                     if difference < -allowance:
                         text, passed = f"**{text}**", False
+                    elif options.pool_gain and (ranking, metric) == ("encoder alone", "map"):
+                        needed = options.spreads * spread
+                        text += f", a gain above {needed:.2f}"
+                        if difference <= needed:
+                            text, passed = f"**{text}**", False
                 cells.append(text)
             # Each pool's AP, averaged over the seeds read, the variant's minus the default's.
             per_pool = [
@@ -243,6 +251,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="The cases, at least, in which a metric of --gained is above the default by more than its spread.",
     )
     parser.add_argument("--gained", nargs="+", default=list(GAINED), choices=list(COLUMNS))
+    parser.add_argument(
+        "--pool-gain",
+        action="store_true",
+        help="The graded pools ranked by the encoder alone must gain MAP on the default by more than "
+        "--spreads times its spread.",
+    )
     return parser
 
 

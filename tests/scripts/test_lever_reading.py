@@ -2,6 +2,7 @@
 its confirmation, and the tables docs/quality.md quotes from it."""
 
 import json
+import statistics
 
 import pytest
 from conftest import REPO_ROOT, benchmark_module
@@ -131,17 +132,23 @@ def test_a_variant_without_rows_is_refused(lever_reading, tmp_path):
         lever_reading.main(["--variant", "levers", *pairs])
 
 
-def test_graded_pools_are_read_by_their_means_and_by_their_pools_paired(lever_reading, tmp_path, capsys):
-    """CSFCube's rows (no MPR, a per-pool list) get a table of their own, ranked by the encoder alone
-    and as evaluate ranks by default: level rows pass; pools lower one by one fail by the Wilcoxon
-    test even where the means are left level; a mean below its allowance fails."""
+def _csfcube_default(tmp_path) -> tuple[list[dict], list[str]]:
+    """The default's CSFCube rows (every ranking, every training seed), written as the default's
+    results file, and the --pairs flags that read a variant's file beside it."""
     default = [
         row
         for row in read_rows(REPO_ROOT / "docs" / "results" / "quality_tables.jsonl")
         if row["benchmark"] == "csfcube" and row["model"].startswith(TRAINED)
     ]
     _write(tmp_path / "default.jsonl", default)
-    pairs = ["--pairs", str(tmp_path / "variant.jsonl"), str(tmp_path / "default.jsonl")]
+    return default, ["--pairs", str(tmp_path / "variant.jsonl"), str(tmp_path / "default.jsonl")]
+
+
+def test_graded_pools_are_read_by_their_means_and_by_their_pools_paired(lever_reading, tmp_path, capsys):
+    """CSFCube's rows (no MPR, a per-pool list) get a table of their own, ranked by the encoder alone
+    and as evaluate ranks by default: level rows pass; pools lower one by one fail by the Wilcoxon
+    test even where the means are left level; a mean below its allowance fails."""
+    default, pairs = _csfcube_default(tmp_path)
     level = [{**row, "model": row["model"].replace(TRAINED, "lever", 1)} for row in default]
     screen = ["--variant", "lever", "--train-seeds", "1", *pairs]
 
@@ -171,3 +178,35 @@ def test_graded_pools_are_read_by_their_means_and_by_their_pools_paired(lever_re
     out = read([lowered(row, pools=0.0, mean=5.0) for row in level])
     alone = next(line for line in out if line.startswith("| csfcube | encoder alone"))
     assert alone.count("**") == 2 and "0 / 0, p = 1.00" in alone and out[-1] == "rule: fails"
+
+
+def test_a_lever_meant_to_move_expert_judgments_must_gain_beyond_the_spread(lever_reading, tmp_path, capsys):
+    """With --pool-gain the encoder alone's MAP on the pools must rise above the default's by more
+    than twice its spread: level fails, a gain inside that bound fails, one beyond it passes; the
+    other rankings and metrics keep their no-harm reading."""
+    default, pairs = _csfcube_default(tmp_path)
+    alone = [row["metrics"]["map"] for row in default if row["model"] == TRAINED]
+    needed = 2 * statistics.stdev(alone)
+    seed_1 = next(
+        row["metrics"]["map"] for row in default if row["model"] == TRAINED and row["train_seed"] == 1
+    )
+
+    def read(gain: float) -> list[str]:
+        rows = [
+            {
+                **row,
+                "model": row["model"].replace(TRAINED, "lever", 1),
+                "metrics": {**row["metrics"], "map": seed_1 + gain}
+                if row["model"] == TRAINED and row["train_seed"] == 1
+                else row["metrics"],
+            }
+            for row in default
+        ]
+        _write(tmp_path / "variant.jsonl", rows)
+        lever_reading.main(["--variant", "lever", "--train-seeds", "1", "--pool-gain", *pairs])
+        return capsys.readouterr().out.splitlines()
+
+    for gain, verdict in ((0.0, "fails"), (needed - 0.01, "fails"), (needed + 0.01, "passes")):
+        out = read(gain)
+        line = next(line for line in out if line.startswith("| csfcube | encoder alone"))
+        assert f"a gain above {needed:.2f}" in line and out[-1] == f"rule: {verdict}", (gain, out)
