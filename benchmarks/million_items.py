@@ -486,7 +486,7 @@ def time_epoch_parts(max_length: int, precision: str, steps: int) -> dict:
     timer = StepTimer()
     with tempfile.TemporaryDirectory() as output_dir:
         trainer = our_trainer(
-            str(REPO_ROOT / "recipes/catalog/minilm.yaml"),
+            str(CATALOG_RECIPE),
             overrides,
             items,
             warmup + steps,

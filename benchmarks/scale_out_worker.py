@@ -115,11 +115,13 @@ def main() -> None:
             mlm_weight=1.0,
             distill_weight=0.0,  # the paper's objective: no forgetting guard
             mlm_probability=0.15,
-            # nor what the recipe (MetricBertConfig's defaults) adds: the head's warm-up, the teacher
+            # nor what the recipe (MetricBertConfig's defaults) adds: the head's warm-up, the teacher,
+            # length groups (a CPU run measures the one padded batch per field it always measured)
             mlm_head_warmup_steps=0,
             mlm_weight_ramp_steps=0,
             teacher_weight=0.0,
             batch_neighbourhood_size=0,
+            length_groups=1,
             false_negative_filter=arguments.false_negative_filter,
             guide_diagnostics=arguments.false_negative_filter,
             logging_steps=total_steps,
