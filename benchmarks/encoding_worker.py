@@ -23,11 +23,11 @@ from accelerate import PartialState
 from million_items import BENCHMARKS, REPO_ROOT, wide_random_encoder
 from transformers import AutoTokenizer, BertModel
 
-from metricbert_trainer.base import trainer
 from metricbert_trainer.base.distributed import process_group_closed_at_exit
 from metricbert_trainer.base.modeling import DEFAULT_MODEL, resolve_model_name
 from metricbert_trainer.data.token_rows import TokenRows
 from metricbert_trainer.evaluation.encoding import encode_texts
+from metricbert_trainer.training import trainer
 
 
 def main() -> None:

@@ -85,7 +85,7 @@ def encoded_states(catalog_path: str, output_dir: str):
     budget = max(variant.masked_tokens for variant in VARIANTS.values())
     groups = length_groups_on(args.device, args.length_groups)
     model = trainer.model.train()
-    batches = iter(trainer._warmup_loader())
+    batches = iter(trainer.warmup_loader())
     encoded, held = [], 0
     started = time.perf_counter()
     with torch.no_grad(), attention_dropout_off(model):

@@ -44,13 +44,13 @@ from datasets import Dataset
 from step_timer import StepProfiler, StepTimer
 from transformers import AutoTokenizer
 
-from metricbert_trainer.base.config import has_bf16_instructions
 from metricbert_trainer.base.modeling import DEFAULT_MODEL, load_masked_lm, resolve_model_name
 from metricbert_trainer.data.catalog import load_catalog
 from metricbert_trainer.evaluation.encoding import encode_texts
 from metricbert_trainer.metricbert.config import MetricBertConfig
 from metricbert_trainer.metricbert.trainer import MetricBertTrainer
 from metricbert_trainer.scripts.arguments import DataArguments, ModelArguments, parse_recipe_args
+from metricbert_trainer.training.config import has_bf16_instructions
 
 CATALOG = "data/wines/winemag-sample-5811.csv"
 MNRL = "sentence-transformers: MultipleNegativesRankingLoss"

@@ -1,5 +1,4 @@
-"""What every trainer of this package shares, whatever its objective: ``CatalogTrainer`` and its
-``CatalogTrainerConfig``, checkpoints, processes, pooling, distances and model loading.
-
-Nothing here imports a method package (``metricbert``, ``recobert``); see docs/architecture.md.
+"""The primitives every layer of this package builds on: distances, pooling, processes,
+checkpoints and model loading. They import nothing of the package but ``errors``
+(docs/architecture.md), so evaluation and publishing use them on any encoder.
 """

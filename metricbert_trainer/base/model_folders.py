@@ -33,10 +33,17 @@ TOKENIZER_FILES = (
 )
 
 
-def is_local_name(name_or_path: str | Path) -> bool:
-    """Whether ``name_or_path`` names a place on this machine rather than a Hub id."""
-    text = str(name_or_path)
-    return Path(text).expanduser().exists() or text.startswith((".", "/", "~")) or text.count("/") > 1
+def is_local(value: object) -> bool:
+    """Whether ``value`` names a place on this machine rather than a Hub id or a plain setting.
+
+    One rule for every caller: where a model is loaded from (a local folder is checked before
+    transformers would try the Hub) and what a model card or the saved arguments must not publish.
+    A Hub id has at most one ``/``, so a relative path with more is local even before it exists.
+    """
+    if not isinstance(value, (str, Path)) or not str(value):
+        return False
+    text = str(value)
+    return text.startswith((".", "/", "~")) or text.count("/") > 1 or Path(text).expanduser().exists()
 
 
 def check_model_folder(
@@ -66,7 +73,7 @@ def model_folder_problem(
     ``None`` when it is, or when it names no local path (``local``: it names one whatever it
     looks like). ``what`` names the folder's role in the message (``model_name_or_path``,
     ``checkpoint``)."""
-    if not local and not is_local_name(name_or_path):
+    if not local and not is_local(name_or_path):
         return None
     folder = Path(name_or_path).expanduser()
     if not folder.exists():

@@ -10,7 +10,6 @@ import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from metricbert_trainer.base.config import has_bf16_instructions
 from metricbert_trainer.data.annotations import ON_UNMATCHED, Annotations
 from metricbert_trainer.data.catalog import Catalog, load_catalog
 from metricbert_trainer.data.graded_pools import GradedPools
@@ -37,6 +36,7 @@ from metricbert_trainer.evaluation.shared_neighbours import (
 )
 from metricbert_trainer.evaluation.tfidf_cache import check_tfidf_cache_path, tfidf_cache_beside
 from metricbert_trainer.publishing.markdown import escape_markdown, markdown_table
+from metricbert_trainer.training.config import has_bf16_instructions
 
 logger = logging.getLogger("metricbert_trainer.cli")
 

@@ -67,7 +67,7 @@ class TokenRows:
     @classmethod
     def from_lengths(cls, ids: np.ndarray, lengths: np.ndarray) -> TokenRows:
         """Rows of ``lengths`` ids each, one after another in ``ids``: rows tokenized elsewhere
-        (each process of a launch a share of them, ``base.trainer.shared_token_rows``)."""
+        (each process of a launch a share of them, ``training.trainer.shared_token_rows``)."""
         offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
         np.cumsum(lengths, out=offsets[1:])
         return cls(ids, offsets)

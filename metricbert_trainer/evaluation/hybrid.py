@@ -29,7 +29,7 @@ from metricbert_trainer.evaluation.scorers import Scorer, TfidfScorer, VectorSco
 # TF-IDF's share of the fused score in the ranking of ``evaluate`` and ``recommend``. Chosen on the
 # dev judgments of the category benchmarks and the expert-graded pools alike, for the zero-shot
 # and the trained encoder, together with the shared-neighbour re-ranking that follows it, by a
-# rule that lets it harm no benchmark beyond its noise (benchmarks/ranking_defaults.py;
+# rule that lets it harm no benchmark beyond its noise (studies/ranking_defaults.py;
 # docs/quality.md, "Expert judgments").
 DEFAULT_TFIDF_WEIGHT = 0.3
 # The views TF-IDF compares in that ranking, chosen with the weight by the same rule: the item's

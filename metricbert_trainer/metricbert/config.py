@@ -12,7 +12,6 @@ from typing import ClassVar
 
 from transformers.trainer_utils import SaveStrategy
 
-from metricbert_trainer.base.config import CatalogTrainerConfig
 from metricbert_trainer.base.distances import Distance
 from metricbert_trainer.base.option_rules import Range, above, at_least, within
 from metricbert_trainer.base.parameter_docs import documented_parameters
@@ -23,6 +22,7 @@ from metricbert_trainer.metricbert.losses.distillation import DistillWeighting
 from metricbert_trainer.metricbert.losses.mining import Anchors, Mining, NegativePool
 from metricbert_trainer.metricbert.neighbourhood_batches import EXACT, check_faiss_index
 from metricbert_trainer.metricbert.token_tfidf import TeacherTfidfMode
+from metricbert_trainer.training.config import CatalogTrainerConfig
 
 
 @documented_parameters(

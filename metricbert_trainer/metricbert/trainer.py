@@ -25,7 +25,6 @@ from metricbert_trainer.base.distributed import (
 from metricbert_trainer.base.dropout_masks import paired_draw_dropout
 from metricbert_trainer.base.gradient_norms import term_gradient_norms
 from metricbert_trainer.base.length_groups import length_groups_on
-from metricbert_trainer.base.trainer import CatalogTrainer
 from metricbert_trainer.evaluation.candidate_lists import UnitViews, indexed_unit_rows
 from metricbert_trainer.metricbert.collator import MetricBertCollator
 from metricbert_trainer.metricbert.config import MetricBertConfig
@@ -53,6 +52,7 @@ from metricbert_trainer.metricbert.teacher_encoder import TeacherEncoder
 from metricbert_trainer.metricbert.token_tfidf import JOINED, TeacherTfidfMode, TokenTfidf, joined_counts
 from metricbert_trainer.metricbert.word_prior import word_piece_log_prior
 from metricbert_trainer.publishing.model_card import CardMethod
+from metricbert_trainer.training.trainer import CatalogTrainer
 
 logger = logging.getLogger(__name__)
 
@@ -452,7 +452,7 @@ class MetricBertTrainer(CatalogTrainer):
             )
         warmup = warm_up_mlm_head(
             self.model,
-            self._warmup_loader(),
+            self.warmup_loader(),
             self.batch_fields,
             steps=self.args.mlm_head_warmup_steps,
             learning_rate=self.args.mlm_head_warmup_learning_rate,
@@ -580,8 +580,9 @@ class MetricBertTrainer(CatalogTrainer):
             counts = dict.fromkeys(self.batch_fields, sparse.vstack(list(counts.values()), format="csr"))
         return TokenTfidf.fit(counts, self.processing_class.all_special_ids)
 
-    def _warmup_loader(self) -> DataLoader:
-        """This process's shard of the catalog, shuffled by the run's seed, collated like training."""
+    def warmup_loader(self) -> DataLoader:
+        """The batches the MLM head's warm-up reads: this process's shard of the catalog, shuffled by the
+        run's seed, collated like training (public, so a benchmark times the warm-up on the same batches)."""
         dataset = self.train_dataset
         processes = world_size()
         if processes > 1:

@@ -5,12 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from metricbert_trainer.base.config import CatalogTrainerConfig
 from metricbert_trainer.base.option_rules import Range, at_least
 from metricbert_trainer.base.parameter_docs import documented_parameters
 from metricbert_trainer.metricbert.losses import InBatchLoss, Objective
 from metricbert_trainer.metricbert.losses.mining import Mining
 from metricbert_trainer.ner.losses import title_description_loss
+from metricbert_trainer.training.config import CatalogTrainerConfig
 
 
 @documented_parameters(

@@ -7,13 +7,13 @@ from collections.abc import Sequence
 from transformers import AutoTokenizer, PreTrainedModel
 
 from metricbert_trainer.base.modeling import resolve_model_name
-from metricbert_trainer.base.trainer import CatalogTrainer, seed_before_loading
 from metricbert_trainer.metricbert.losses import InBatchLoss
 from metricbert_trainer.ner.collator import NerCollator
 from metricbert_trainer.ner.config import NerConfig
 from metricbert_trainer.ner.metrics import METRIC_NAMES
 from metricbert_trainer.ner.modeling import enable_tagging_forward, load_tagger
 from metricbert_trainer.publishing.model_card import CardMethod
+from metricbert_trainer.training.trainer import CatalogTrainer, seed_before_loading
 
 USAGE = """## Usage
 

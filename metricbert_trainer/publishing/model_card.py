@@ -9,7 +9,6 @@ name, never by a local path, and holds no token (only settings and logged number
 from __future__ import annotations
 
 import json
-import os
 import re
 import shlex
 from collections.abc import Mapping, Sequence
@@ -20,6 +19,7 @@ from urllib.parse import quote
 
 from huggingface_hub import EvalResult, ModelCardData
 
+from metricbert_trainer.base.model_folders import is_local
 from metricbert_trainer.publishing.markdown import escape_markdown, markdown_table
 
 RANKING_METRICS = {
@@ -103,21 +103,13 @@ class ModelCardInfo:
 
     @property
     def hub_base_model(self) -> str | None:
-        if not self.base_model or is_local_path(self.base_model):
+        if not self.base_model or is_local(self.base_model):
             return None
         return self.base_model
 
     @property
     def catalog_label(self) -> str | None:
         return self.dataset_name or (Path(self.catalog).name if self.catalog else None)
-
-
-def is_local_path(value: object) -> bool:
-    """Whether ``value`` is a string naming something on this machine (rather than a Hub id or a
-    plain setting): what a card or the saved arguments must not publish."""
-    if not isinstance(value, str) or not value:
-        return False
-    return os.path.isabs(value) or value.startswith((".", "~")) or os.path.exists(value)
 
 
 def usage_examples(item: Mapping[str, object], fields: Sequence[str]) -> tuple[str, ...]:

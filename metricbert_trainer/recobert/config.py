@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from metricbert_trainer.base.config import CatalogTrainerConfig
 from metricbert_trainer.base.option_rules import Range, at_least, within
 from metricbert_trainer.base.parameter_docs import documented_parameters
+from metricbert_trainer.training.config import CatalogTrainerConfig
 
 # lambda_1..lambda_4 of the four inference scores, in this order.
 SCORE_NAMES = ("cos_description", "cos_title", "tdm_candidate_title", "tdm_seed_title")

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from metricbert_trainer.base.trainer import CatalogTrainer
 from metricbert_trainer.publishing.model_card import CardMethod
 from metricbert_trainer.recobert.collator import RecoBertCollator
 from metricbert_trainer.recobert.config import RecoBertConfig
 from metricbert_trainer.recobert.forward import enable_pair_forward
 from metricbert_trainer.recobert.inference import RecoBertRankingEvaluator
 from metricbert_trainer.recobert.scores import tdm_loss, tdm_score
+from metricbert_trainer.training.trainer import CatalogTrainer
 
 
 class RecoBertTrainer(CatalogTrainer):

@@ -15,7 +15,6 @@ import dataclasses
 import typing
 from enum import Enum
 
-from metricbert_trainer.base.config import CatalogTrainerConfig
 from metricbert_trainer.base.option_rules import option_range
 from metricbert_trainer.base.parameter_docs import default_value, grouped_fields, help_text
 from metricbert_trainer.metricbert.config import MetricBertConfig
@@ -24,6 +23,7 @@ from metricbert_trainer.publishing.markdown import markdown_table
 from metricbert_trainer.recobert.config import RecoBertConfig
 from metricbert_trainer.scripts.arguments import DataArguments, ModelArguments
 from metricbert_trainer.scripts.ner import NerDataArguments
+from metricbert_trainer.training.config import CatalogTrainerConfig
 
 # (heading, the dataclass whose own fields the group lists), in the order a user meets them.
 GROUPS = (

@@ -22,7 +22,6 @@ from transformers.trainer import TRAINER_STATE_NAME
 from transformers.trainer_utils import get_last_checkpoint
 
 from metricbert_trainer.base.checkpoints import resumes
-from metricbert_trainer.base.config import CatalogTrainerConfig
 from metricbert_trainer.base.model_folders import model_folder_problem
 from metricbert_trainer.base.modeling import resolve_model_name
 from metricbert_trainer.data.input_files import input_file_problem
@@ -30,6 +29,7 @@ from metricbert_trainer.data.output_files import output_folder_content_problems,
 from metricbert_trainer.errors import UsageError
 from metricbert_trainer.evaluation.label_free import signal_names
 from metricbert_trainer.evaluation.metrics import ranking_metric_names
+from metricbert_trainer.training.config import CatalogTrainerConfig
 
 # TrainingArguments fields whose bad values torch, numpy or the Trainer reject only later, with
 # their own wording: (name, lower bound, whether the bound itself is allowed, upper bound or None).

@@ -17,14 +17,14 @@ import torch
 import transformers
 from transformers import PreTrainedModel, set_seed
 
-from metricbert_trainer.base.config import CatalogTrainerConfig
 from metricbert_trainer.base.distributed import process_group_closed_at_exit
-from metricbert_trainer.base.trainer import CatalogTrainer, ModelEvaluator
 from metricbert_trainer.errors import report_usage_errors
 from metricbert_trainer.publishing.model_card import ModelCardInfo
 from metricbert_trainer.scripts.arguments import ModelArguments
 from metricbert_trainer.scripts.output_lock import output_folder_lock
 from metricbert_trainer.scripts.preflight import files_read
+from metricbert_trainer.training.config import CatalogTrainerConfig
+from metricbert_trainer.training.trainer import CatalogTrainer, ModelEvaluator
 
 logger = logging.getLogger(__name__)
 

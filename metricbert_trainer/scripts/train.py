@@ -14,7 +14,6 @@ from pathlib import Path
 import datasets
 from transformers import AutoTokenizer
 
-from metricbert_trainer.base.config import CatalogTrainerConfig
 from metricbert_trainer.base.modeling import (
     is_partitioned,
     load_masked_lm,
@@ -22,7 +21,6 @@ from metricbert_trainer.base.modeling import (
     whole_copy,
     whole_model_loading,
 )
-from metricbert_trainer.base.trainer import CatalogTrainer, ModelEvaluator
 from metricbert_trainer.data.annotations import load_annotations
 from metricbert_trainer.data.catalog import Catalog, CatalogError, catalog_column, load_catalog
 from metricbert_trainer.data.lengths import resolve_max_length
@@ -51,6 +49,8 @@ from metricbert_trainer.scripts.run import (
     run_entry_point,
     run_training,
 )
+from metricbert_trainer.training.config import CatalogTrainerConfig
+from metricbert_trainer.training.trainer import CatalogTrainer, ModelEvaluator
 
 logger = logging.getLogger(__name__)
 

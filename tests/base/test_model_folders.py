@@ -10,6 +10,7 @@ import pytest
 from conftest import QUICK_RUN, flags
 from transformers import GPT2Config, GPT2LMHeadModel
 
+from metricbert_trainer.base.model_folders import is_local
 from metricbert_trainer.cli import main as metricbert
 from metricbert_trainer.errors import UsageError
 from metricbert_trainer.scripts.train import main as train_recipe
@@ -90,3 +91,14 @@ def test_missing_pieces_are_named_not_blamed_on_the_network(files, tiny_model_pa
     missing = tmp_path / "missing"
     assert metricbert(["ner-evaluate", "--model", str(missing), "--data", str(files / "wines.csv")]) == 1
     assert f"--model {missing} does not exist" in capsys.readouterr().err
+
+
+def test_one_rule_tells_a_place_on_this_machine_from_a_hub_id_or_a_setting(tmp_path, monkeypatch):
+    """The rule that both loading (check the folder before the Hub) and publishing (never print a
+    local path into a card) use: a Hub id has at most one slash and does not exist here."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "my-model").mkdir()
+    local = ["/abs/model", "./model", "../model", "~/model", "outputs/wines/minilm", "my-model", tmp_path]
+    remote = ["sentence-transformers/all-MiniLM-L6-v2", "bert-base-uncased", "concat", "", None, 0.3]
+    assert [value for value in local if not is_local(value)] == []
+    assert [value for value in remote if is_local(value)] == []

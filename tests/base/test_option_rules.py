@@ -8,12 +8,12 @@ from typing import ClassVar
 
 import pytest
 
-from metricbert_trainer.base.config import CatalogTrainerConfig
 from metricbert_trainer.base.option_rules import Range, above, at_least, option_range, within
 from metricbert_trainer.metricbert.config import MetricBertConfig
 from metricbert_trainer.metricbert.losses import Objective
 from metricbert_trainer.ner.config import NerConfig
 from metricbert_trainer.recobert.config import RecoBertConfig
+from metricbert_trainer.training.config import CatalogTrainerConfig
 
 CONFIGS = (CatalogTrainerConfig, MetricBertConfig, RecoBertConfig, NerConfig)
 

@@ -54,7 +54,7 @@ def test_the_lists_hold_each_items_nearest_other_items_nearest_first_in_any_chun
 
 
 def test_fewer_neighbours_are_the_head_of_longer_lists(wines_80, tiny_encoder):
-    """benchmarks/ranking_defaults.py lists the largest count once and takes heads."""
+    """studies/ranking_defaults.py lists the largest count once and takes heads."""
     rank = with_tfidf(tiny_encoder).row_ranker(wines_80)
     longest = neighbour_lists(rank, len(wines_80), 20)
     for count in (1, 5, 10):

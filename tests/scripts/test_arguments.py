@@ -4,12 +4,6 @@ import pytest
 import yaml
 from conftest import REPO_ROOT
 
-from metricbert_trainer.base.config import (
-    bf16_pays_on,
-    cpu_identity,
-    cpuinfo_fields,
-    launched_without_accelerator,
-)
 from metricbert_trainer.metricbert.config import MetricBertConfig
 from metricbert_trainer.metricbert.losses import LogisticTripletLoss, TripletLoss, build_loss
 from metricbert_trainer.metricbert.losses.mining import Mining
@@ -17,6 +11,12 @@ from metricbert_trainer.ner.config import NerConfig
 from metricbert_trainer.recobert import RecoBertConfig
 from metricbert_trainer.scripts.arguments import DataArguments, ModelArguments, parse_recipe_args
 from metricbert_trainer.scripts.ner import NerDataArguments
+from metricbert_trainer.training.config import (
+    bf16_pays_on,
+    cpu_identity,
+    cpuinfo_fields,
+    launched_without_accelerator,
+)
 
 TYPES = (ModelArguments, DataArguments, MetricBertConfig)
 

@@ -8,13 +8,13 @@ from dataclasses import dataclass, field
 import pytest
 from conftest import QUICK_RUN, flags
 
-from metricbert_trainer.base.config import CatalogTrainerConfig
 from metricbert_trainer.errors import UsageError
 from metricbert_trainer.metricbert.config import MetricBertConfig
 from metricbert_trainer.metricbert.trainer import MetricBertTrainer
 from metricbert_trainer.recobert import RecoBertConfig, RecoBertTrainer
 from metricbert_trainer.scripts.train import main as train_recipe
 from metricbert_trainer.scripts.train import trainer_class_for
+from metricbert_trainer.training.config import CatalogTrainerConfig
 
 
 @dataclass

@@ -1,5 +1,5 @@
 """Run under ``accelerate launch`` with two processes: the catalog's tokens counted and tokenized in
-shares, as a launched training and a shared encoding do (``base.trainer.shared_token_rows`` and
+shares, as a launched training and a shared encoding do (``training.trainer.shared_token_rows`` and
 ``encoding.longest_first`` with ``across_processes``), the ids gathered in one piece and in pieces
 of a few bytes (``distributed.GATHER_BYTES``). Each process writes what it received and how many
 texts its tokenizer was given.
@@ -21,8 +21,8 @@ from transformers import AutoTokenizer
 
 from metricbert_trainer.base import distributed
 from metricbert_trainer.base.distributed import process_group_closed_at_exit
-from metricbert_trainer.base.trainer import shared_token_rows
 from metricbert_trainer.evaluation.encoding import longest_first
+from metricbert_trainer.training.trainer import shared_token_rows
 
 
 def main(tokenizer_path: str, texts_json: str, output_dir: str) -> None:

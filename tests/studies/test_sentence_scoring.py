@@ -8,11 +8,8 @@ import pandas as pd
 import pytest
 import torch
 from conftest import REPO_ROOT
-
-from metricbert_trainer.data.catalog import load_catalog
-from metricbert_trainer.evaluation.neighbours import distance_rows
-from metricbert_trainer.scripts.quality_tables import read_rows
-from metricbert_trainer.scripts.sentence_scoring import (
+from quality_tables import read_rows
+from sentence_scoring import (
     BOTH,
     METRIC_INF,
     RANKINGS,
@@ -28,6 +25,9 @@ from metricbert_trainer.scripts.sentence_scoring import (
     gains,
     table,
 )
+
+from metricbert_trainer.data.catalog import load_catalog
+from metricbert_trainer.evaluation.neighbours import distance_rows
 
 RESULTS = REPO_ROOT / "docs" / "results" / "sentence_scoring.jsonl"
 THIRD_DOMAIN_RESULTS = REPO_ROOT / "docs" / "results" / "sentence_scoring_pypi.jsonl"

@@ -11,6 +11,10 @@ model, ranked without training (a ranking family's only). The metrics are the fa
 (its trainer's ``card_method.metrics``: the ranking metrics, or NER's F1 and friends), and the
 report gives each mean with its spread over seeds: the range (``spread: range``, the default)
 or the standard deviation (``spread: std``).
+
+    python studies/study.py recipes/wines/study.yaml                         # every variant, seed 42
+    python studies/study.py recipes/debian/study.yaml --only <variant ...> --seeds 42 7
+    python studies/study.py recipes/wines/ablation.yaml --report --reference metricbert --json docs/ablation/table2.json
 """
 
 from __future__ import annotations
@@ -29,7 +33,6 @@ from pathlib import Path
 import yaml
 from transformers import AutoTokenizer
 
-from metricbert_trainer.base.config import CatalogTrainerConfig
 from metricbert_trainer.base.modeling import load_masked_lm, resolve_model_name
 from metricbert_trainer.base.weight_ensembling import blend_with_start
 from metricbert_trainer.data.lengths import resolve_max_length
@@ -43,6 +46,7 @@ from metricbert_trainer.scripts.train import (
     recipe_family_for,
     train,
 )
+from metricbert_trainer.training.config import CatalogTrainerConfig
 
 ZERO_SHOT = "zero_shot"
 SPREADS = ("range", "std")
@@ -386,7 +390,7 @@ def selection_table(rows: list[dict], metrics: tuple[str, ...] = ("map", "mpr", 
 
 
 def study_main(description: str, argv: list[str] | None = None) -> None:
-    """The command line of ``recipes/study.py``: one study YAML, run or reported."""
+    """The command line of ``studies/study.py``: one study YAML, run or reported."""
     parser = argparse.ArgumentParser(
         description=description, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -426,3 +430,7 @@ def study_main(description: str, argv: list[str] | None = None) -> None:
             Path(options.json).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
         return
     run_study(study, options.only or list(study.variants), options.seeds, results_path)
+
+
+if __name__ == "__main__":
+    study_main(__doc__)

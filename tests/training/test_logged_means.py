@@ -1,6 +1,6 @@
 import torch
 
-from metricbert_trainer.base.trainer import local_means
+from metricbert_trainer.training.trainer import local_means
 
 
 def test_values_kept_on_the_device_average_exactly_as_the_floats_did():

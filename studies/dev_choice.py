@@ -21,8 +21,9 @@ from collections.abc import Callable, Hashable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
+from quality_tables import QualitySpec, model_folder, read_rows
+
 from metricbert_trainer.publishing.markdown import markdown_table
-from metricbert_trainer.scripts.quality_tables import QualitySpec, model_folder, read_rows
 
 # The metrics a choice reads: the seed benchmarks' and the graded pools' (a row has those of its kind).
 SHOWN = ("mpr", "hr@100", "map", "ndcg@20", "ndcg%20")
@@ -101,7 +102,7 @@ def sweep_parser(description: str, results: str) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         description=description, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--spec", default="benchmarks/quality.yaml", help="The benchmark file.")
+    parser.add_argument("--spec", default="studies/quality.yaml", help="The benchmark file.")
     parser.add_argument("--models-dir", default="outputs/quality", help="The quality tables' trained models.")
     parser.add_argument("--results", default=results, help="The JSON-lines results file.")
     parser.add_argument("--report", action="store_true", help="Print the table of the results file and exit.")
@@ -132,7 +133,7 @@ def swept_rows(options: argparse.Namespace, sweep: Callable[[QualitySpec, Path],
                 folder = model_folder(Path(options.models_dir), benchmark, seed)
                 if not (folder / "model.safetensors").is_file():
                     raise SystemExit(
-                        f"{folder} holds no trained model: run python benchmarks/quality_tables.py first."
+                        f"{folder} holds no trained model: run python studies/quality_tables.py first."
                     )
         swept = {benchmark.name for benchmark in spec.benchmarks}
         kept = [row for row in read_rows(results) if row["benchmark"] not in swept]

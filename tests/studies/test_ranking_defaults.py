@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 from conftest import REPO_ROOT
-
-from metricbert_trainer.evaluation.neighbours import CONCAT, METRIC_INF
-from metricbert_trainer.scripts.quality_tables import read_rows
-from metricbert_trainer.scripts.ranking_defaults import (
+from quality_tables import read_rows
+from ranking_defaults import (
     ALONE,
     allowances,
     chosen,
@@ -18,6 +16,8 @@ from metricbert_trainer.scripts.ranking_defaults import (
     setting_of,
     table,
 )
+
+from metricbert_trainer.evaluation.neighbours import CONCAT, METRIC_INF
 
 FIELDS, JOINED = METRIC_INF, CONCAT
 RESULTS = REPO_ROOT / "docs" / "results" / "ranking_defaults.jsonl"

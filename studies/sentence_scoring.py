@@ -11,7 +11,7 @@ scored below the single vector; the issue asks whether it earns its place here, 
 trained models, before it becomes anything but a study.
 
 Every encoder of a benchmark file's tables (the zero-shot start and the default recipe's trained
-models, ``outputs/quality``: run ``benchmarks/quality_tables.py`` with that file first) ranks each
+models, ``outputs/quality``: run ``studies/quality_tables.py`` with that file first) ranks each
 of its benchmarks' dev seeds, in both views, with these description distances (the title's
 angular distance is added to each):
 
@@ -30,6 +30,10 @@ Each is ranked alone, in the hybrid with TF-IDF and in the hybrid re-ranked by s
 neighbours (the ranking of ``evaluate`` and ``recommend``), and ``dev_choice`` chooses within
 each: a description distance replaces Metric_Inf only if it lowers no metric of any case. The
 test seeds are never read.
+
+    python studies/sentence_scoring.py            # ranks, writes docs/results/sentence_scoring.jsonl
+    python studies/sentence_scoring.py --report   # the tables of the results file
+    python studies/sentence_scoring.py --spec studies/held_out.yaml --results docs/results/sentence_scoring_pypi.jsonl
 """
 
 from __future__ import annotations
@@ -41,6 +45,21 @@ from functools import partial
 from pathlib import Path
 
 import numpy as np
+from dev_choice import (
+    Gains,
+    chosen_setting,
+    gains_table,
+    setting_gains,
+    sweep_parser,
+    swept_rows,
+)
+from quality_tables import (
+    METRICS,
+    QualitySpec,
+    catalog_views,
+    encoder_scorers,
+    split_annotations,
+)
 from transformers import PreTrainedTokenizerBase
 
 from metricbert_trainer.base.distances import Distance
@@ -55,23 +74,8 @@ from metricbert_trainer.evaluation.shared_neighbours import (
     DEFAULT_WEIGHT,
     SharedNeighbourScorer,
 )
-from metricbert_trainer.scripts.dev_choice import (
-    Gains,
-    chosen_setting,
-    gains_table,
-    setting_gains,
-    sweep_parser,
-    swept_rows,
-)
-from metricbert_trainer.scripts.quality_tables import (
-    METRICS,
-    QualitySpec,
-    catalog_views,
-    encoder_scorers,
-    split_annotations,
-)
 
-COMMAND = "python benchmarks/sentence_scoring.py"
+COMMAND = "python studies/sentence_scoring.py"
 METRIC_INF = "metric_inf"
 SENTENCES = "sentences"
 BOTH = "metric_inf + sentences"
@@ -345,3 +349,7 @@ def main(argv: list[str] | None = None) -> None:
             f"smallest over {cases} (benchmark, view, encoder) cases; produced by `{command}`:\n\n"
             f"{table(by_description)}\n\nChosen: {chosen(by_description)}.\n"
         )
+
+
+if __name__ == "__main__":
+    main()

@@ -13,9 +13,9 @@ from typing import ClassVar
 import torch
 from transformers import TrainingArguments
 
+from metricbert_trainer.base.model_folders import is_local
 from metricbert_trainer.base.option_rules import Range, at_least, check_options, within
 from metricbert_trainer.base.parameter_docs import documented_parameters
-from metricbert_trainer.publishing.model_card import is_local_path
 
 
 def cpuinfo_fields(cpuinfo: str = "/proc/cpuinfo") -> dict[str, str]:
@@ -86,7 +86,7 @@ NONFINITE_LOSS_ACTIONS = ("stop", "skip")
 
 def redact_local_paths(values: dict) -> dict:
     """``values`` with every string that names a place on this machine replaced by ``LOCAL_PATH``."""
-    return {name: LOCAL_PATH if is_local_path(value) else value for name, value in values.items()}
+    return {name: LOCAL_PATH if is_local(value) else value for name, value in values.items()}
 
 
 @documented_parameters(

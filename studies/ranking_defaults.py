@@ -2,7 +2,7 @@
 views in the hybrid and the shared-neighbour re-ranking's size and weight, together.
 
 Every encoder of the quality tables (the zero-shot start and the default recipe's trained
-models, ``outputs/quality``: run ``benchmarks/quality_tables.py`` first) ranks every development
+models, ``outputs/quality``: run ``studies/quality_tables.py`` first) ranks every development
 benchmark's dev judgments, in each view the benchmark has, fused with TF-IDF at each weight
 of a grid (``evaluation.hybrid``), TF-IDF comparing each field on its own (``metric_inf``, the
 encoder's own views) or the joined fields (``concat``), each hybrid then re-ranked by shared neighbours
@@ -30,6 +30,10 @@ alone (no TF-IDF, no re-ranking), on the same judgments.
 TF-IDF's views joined into one text (``concat``) entered the grid after the rule and the first
 sweep, with the rule unchanged: the issue on expert similarity measured Metric_Inf fused with one
 TF-IDF over title and abstract above the encoder alone on all 50 of CSFCube's query-facets.
+
+    python studies/ranking_defaults.py                  # ranks, writes docs/results/ranking_defaults.jsonl
+    python studies/ranking_defaults.py --only csfcube   # one benchmark; the rows of the others are kept
+    python studies/ranking_defaults.py --report         # the tables of the results file
 """
 
 from __future__ import annotations
@@ -40,6 +44,19 @@ from functools import partial
 from pathlib import Path
 
 import numpy as np
+from dev_choice import Gains, gains_table, setting_gains, sweep_parser, swept_rows
+from quality_tables import (
+    TABLE_NEIGHBOUR_WEIGHT,
+    TABLE_NEIGHBOURS,
+    TABLE_TFIDF_WEIGHT,
+    QualitySpec,
+    catalog_views,
+    encoder_scorers,
+    judged_metrics,
+    judged_queries,
+    split_annotations,
+    with_metrics,
+)
 from scipy.stats import wilcoxon
 
 from metricbert_trainer.evaluation.hybrid import (
@@ -58,19 +75,6 @@ from metricbert_trainer.evaluation.shared_neighbours import (
     reranked_rows,
 )
 from metricbert_trainer.publishing.markdown import markdown_table
-from metricbert_trainer.scripts.dev_choice import Gains, gains_table, setting_gains, sweep_parser, swept_rows
-from metricbert_trainer.scripts.quality_tables import (
-    TABLE_NEIGHBOUR_WEIGHT,
-    TABLE_NEIGHBOURS,
-    TABLE_TFIDF_WEIGHT,
-    QualitySpec,
-    catalog_views,
-    encoder_scorers,
-    judged_metrics,
-    judged_queries,
-    split_annotations,
-    with_metrics,
-)
 
 TFIDF_WEIGHTS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5)
 TFIDF_MODES = (METRIC_INF, CONCAT)
@@ -81,7 +85,7 @@ WEIGHTS = (0.1, 0.25, 0.5, 0.75)
 Setting = tuple[float, int, float, str]
 # The encoder alone: no TF-IDF, no re-ranking.
 ALONE: Setting = (0.0, 0, 0.0, METRIC_INF)
-COMMAND = "python benchmarks/ranking_defaults.py"
+COMMAND = "python studies/ranking_defaults.py"
 
 
 def dev_rows(
@@ -313,3 +317,7 @@ def main(argv: list[str] | None = None) -> None:
         f"{paired_pools_table(rows, shown)}\n\nChosen: {describe(choice)} "
         f"(the library's defaults: {describe(current())})."
     )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,6 +1,6 @@
 """The trained model ranked beside its start: a screen on the dev seeds of three domains.
 
-    python benchmarks/start_ensemble.py [--only wines debian pypi] [--train-seeds 1] [--splits dev]
+    python studies/start_ensemble.py [--only wines debian pypi] [--train-seeds 1] [--splits dev]
 
 Why (docs/quality.md, "Where the head's gain goes"): on PyPI's test seeds the trained default,
 ranked the default way, adds MPR +0.81 over its untrained start ranked the same way and leaves the
@@ -33,14 +33,7 @@ import statistics
 from dataclasses import replace
 from pathlib import Path
 
-from metricbert_trainer.evaluation.hybrid import DEFAULT_TFIDF_WEIGHT, FusedScorer, with_tfidf
-from metricbert_trainer.evaluation.scorers import TfidfScorer
-from metricbert_trainer.evaluation.shared_neighbours import (
-    DEFAULT_NEIGHBOURS,
-    DEFAULT_WEIGHT,
-    SharedNeighbourScorer,
-)
-from metricbert_trainer.scripts.quality_tables import (
+from quality_tables import (
     TRAINED,
     ZERO_SHOT,
     QualitySpec,
@@ -53,11 +46,19 @@ from metricbert_trainer.scripts.quality_tables import (
     split_annotations,
 )
 
+from metricbert_trainer.evaluation.hybrid import DEFAULT_TFIDF_WEIGHT, FusedScorer, with_tfidf
+from metricbert_trainer.evaluation.scorers import TfidfScorer
+from metricbert_trainer.evaluation.shared_neighbours import (
+    DEFAULT_NEIGHBOURS,
+    DEFAULT_WEIGHT,
+    SharedNeighbourScorer,
+)
+
 # Each domain's benchmark file and the results file of its tables (the default's rows and spread).
 DOMAINS = {
-    "wines": ("benchmarks/quality.yaml", "docs/results/quality_tables.jsonl"),
-    "debian": ("benchmarks/quality.yaml", "docs/results/quality_tables.jsonl"),
-    "pypi": ("benchmarks/held_out.yaml", "docs/results/held_out.jsonl"),
+    "wines": ("studies/quality.yaml", "docs/results/quality_tables.jsonl"),
+    "debian": ("studies/quality.yaml", "docs/results/quality_tables.jsonl"),
+    "pypi": ("studies/held_out.yaml", "docs/results/held_out.jsonl"),
 }
 WITH_START = f"{TRAINED} with its start"
 VARIANT = reranked(WITH_START)

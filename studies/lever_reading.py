@@ -1,8 +1,8 @@
 """A lever read against the default on every domain, by the rule of its screen or of its confirmation.
 
-    python benchmarks/lever_reading.py --variant "attention dropout off"               # dev seeds: the rule
-    python benchmarks/lever_reading.py --variant "attention dropout off" --split test  # the report
-    python benchmarks/lever_reading.py --variant "mnrl objective" --train-seeds 1 --gains 3  # a screen
+    python studies/lever_reading.py --variant "attention dropout off"               # dev seeds: the rule
+    python studies/lever_reading.py --variant "attention dropout off" --split test  # the report
+    python studies/lever_reading.py --variant "mnrl objective" --train-seeds 1 --gains 3  # a screen
 
 Graded-pool benchmarks (CSFCube: rows with ``per_pool``, no MPR) are read in a table of their own,
 ranked by the encoder alone and as evaluate ranks by default: MAP and NDCG%20 against the same
@@ -12,7 +12,7 @@ meant to move the expert judgments (``--pool-gain``) must also rank the pools by
 above the default's MAP by more than ``--spreads`` times the default's spread there (the rule of
 the teachers screened for issue #88 item 3).
 
-A lever's rule is written in its variant's comment in ``benchmarks/levers.yaml`` before any of its
+A lever's rule is written in its variant's comment in ``studies/levers.yaml`` before any of its
 rows is read. A screen compares one training seed with the default's same seed (``--train-seeds
 1``); a confirmation compares the means over every training seed both have (at least 2). Either
 way, in the default ranking, in each (domain, view) case each metric of ``--ruled`` must be no
@@ -32,9 +32,7 @@ import statistics
 from collections.abc import Sequence
 from pathlib import Path
 
-from scipy.stats import wilcoxon
-
-from metricbert_trainer.scripts.quality_tables import (
+from quality_tables import (
     DEFAULT_RANKING,
     TRAINED,
     cell,
@@ -42,9 +40,10 @@ from metricbert_trainer.scripts.quality_tables import (
     reranked,
     summarise,
 )
+from scipy.stats import wilcoxon
 
-# (the variant's results, the default's), by the benchmark files of benchmarks/levers.yaml and
-# benchmarks/held_out_levers.yaml.
+# (the variant's results, the default's), by the benchmark files of studies/levers.yaml and
+# studies/held_out_levers.yaml.
 RESULT_PAIRS = (
     ("docs/results/levers.jsonl", "docs/results/quality_tables.jsonl"),
     ("docs/results/held_out_levers.jsonl", "docs/results/held_out.jsonl"),

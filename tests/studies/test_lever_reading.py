@@ -1,19 +1,13 @@
-"""A lever read against the default (``benchmarks/lever_reading.py``): the rules of its screen and of
+"""A lever read against the default (``studies/lever_reading.py``): the rules of its screen and of
 its confirmation, and the tables docs/quality.md quotes from it."""
 
 import json
 import statistics
 
+import lever_reading
 import pytest
-from conftest import REPO_ROOT, benchmark_module
-
-from metricbert_trainer.scripts.quality_tables import TRAINED, read_rows
-
-
-@pytest.fixture(scope="module")
-def lever_reading():
-    with benchmark_module("lever_reading") as module:
-        yield module
+from conftest import REPO_ROOT
+from quality_tables import TRAINED, read_rows
 
 
 @pytest.mark.parametrize(
@@ -36,9 +30,7 @@ def lever_reading():
         "paired masks screen",
     ],
 )
-def test_the_quality_page_quotes_the_rows_the_results_give(
-    lever_reading, reading, row_counts, monkeypatch, capsys
-):
+def test_the_quality_page_quotes_the_rows_the_results_give(reading, row_counts, monkeypatch, capsys):
     """Every row of a lever's reading on docs/quality.md, dev and test, is there as the results
     files give it: a changed results file or a hand-edited cell fails here."""
     monkeypatch.chdir(REPO_ROOT)
@@ -79,9 +71,7 @@ def _shifted(rows, train_seed, view, metric, by):
     ]
 
 
-def test_a_variant_level_with_the_default_passes_and_one_cell_below_its_allowance_fails(
-    lever_reading, tmp_path, capsys
-):
+def test_a_variant_level_with_the_default_passes_and_one_cell_below_its_allowance_fails(tmp_path, capsys):
     """From the default's own rows (Debian, three training seeds): the same rows under a variant's
     name pass; the same with one seed's masked MAP lowered by 1.5 points (0.5 off the mean, more
     than the 0.30 allowance there) fail, and only that cell is bold."""
@@ -99,7 +89,7 @@ def test_a_variant_level_with_the_default_passes_and_one_cell_below_its_allowanc
     assert bold[0].split(" | ")[3].startswith("**")  # the MAP cell
 
 
-def test_a_screen_reads_its_seed_only_and_asks_for_its_gains(lever_reading, tmp_path, capsys):
+def test_a_screen_reads_its_seed_only_and_asks_for_its_gains(tmp_path, capsys):
     """A screen (--train-seeds 1 --gains 1): the default's own rows under the lever's name gain
     nothing and fail; seed 1's masked MAP raised by 1.0 (more than the default's spread there, 0.15)
     passes, that case alone listed above the spread; seed 2 lowered by 5 points changes nothing, as
@@ -124,7 +114,7 @@ def test_a_screen_reads_its_seed_only_and_asks_for_its_gains(lever_reading, tmp_
     assert capsys.readouterr().out.endswith("rule: fails\n")
 
 
-def test_a_variant_without_rows_is_refused(lever_reading, tmp_path):
+def test_a_variant_without_rows_is_refused(tmp_path):
     """A misspelt variant name reads no row: refused, not an empty table that "passes"."""
     variant, pairs = _debian_default_and_variant(tmp_path)
     _write(tmp_path / "variant.jsonl", variant)
@@ -144,7 +134,7 @@ def _csfcube_default(tmp_path) -> tuple[list[dict], list[str]]:
     return default, ["--pairs", str(tmp_path / "variant.jsonl"), str(tmp_path / "default.jsonl")]
 
 
-def test_graded_pools_are_read_by_their_means_and_by_their_pools_paired(lever_reading, tmp_path, capsys):
+def test_graded_pools_are_read_by_their_means_and_by_their_pools_paired(tmp_path, capsys):
     """CSFCube's rows (no MPR, a per-pool list) get a table of their own, ranked by the encoder alone
     and as evaluate ranks by default: level rows pass; pools lower one by one fail by the Wilcoxon
     test even where the means are left level; a mean below its allowance fails."""
@@ -180,7 +170,7 @@ def test_graded_pools_are_read_by_their_means_and_by_their_pools_paired(lever_re
     assert alone.count("**") == 2 and "0 / 0, p = 1.00" in alone and out[-1] == "rule: fails"
 
 
-def test_a_lever_meant_to_move_expert_judgments_must_gain_beyond_the_spread(lever_reading, tmp_path, capsys):
+def test_a_lever_meant_to_move_expert_judgments_must_gain_beyond_the_spread(tmp_path, capsys):
     """With --pool-gain the encoder alone's MAP on the pools must rise above the default's by more
     than twice its spread: level fails, a gain inside that bound fails, one beyond it passes; the
     other rankings and metrics keep their no-harm reading."""

@@ -8,11 +8,7 @@ import pandas as pd
 import pytest
 import yaml
 from conftest import REPO_ROOT
-
-from metricbert_trainer.metricbert.config import MetricBertConfig
-from metricbert_trainer.metricbert.losses import build_loss
-from metricbert_trainer.recobert import RecoBertConfig
-from metricbert_trainer.scripts.study import (
+from study import (
     Study,
     first_and_last_terms,
     read_results,
@@ -22,6 +18,10 @@ from metricbert_trainer.scripts.study import (
     summary_table,
     variant_arguments,
 )
+
+from metricbert_trainer.metricbert.config import MetricBertConfig
+from metricbert_trainer.metricbert.losses import build_loss
+from metricbert_trainer.recobert import RecoBertConfig
 
 # Every study file shipped under recipes/: the YAML files that define variants.
 STUDIES = sorted(
@@ -79,7 +79,7 @@ def test_a_study_trains_the_family_it_names(tmp_path, monkeypatch):
 def test_the_study_script_reports_a_study_from_its_own_results_file():
     command = [
         sys.executable,
-        "recipes/study.py",
+        "studies/study.py",
         "recipes/wines/ablation.yaml",
         "--report",
         "--reference",
@@ -175,7 +175,7 @@ def test_study_tables_escape_variant_names(tmp_path):
 
 
 def test_selection_table_shows_what_each_label_free_signal_picks():
-    from metricbert_trainer.scripts.study import selection_table
+    from study import selection_table
 
     def evaluation(step, t2d, agreement, map_):
         return {

@@ -8,8 +8,7 @@ import json
 import pandas as pd
 import pytest
 from conftest import QUICK_RUN, REPO_ROOT, flags
-
-from metricbert_trainer.scripts.quality_tables import (
+from quality_tables import (
     COMMAND,
     DEFAULT_RANKING,
     READING_END,
@@ -35,8 +34,8 @@ from metricbert_trainer.scripts.quality_tables import (
     unsupported_figures,
 )
 
-SPEC = REPO_ROOT / "benchmarks" / "quality.yaml"
-HELD_OUT_SPEC = REPO_ROOT / "benchmarks" / "held_out.yaml"
+SPEC = REPO_ROOT / "studies" / "quality.yaml"
+HELD_OUT_SPEC = REPO_ROOT / "studies" / "held_out.yaml"
 
 
 def table_lines(text: str) -> list[str]:
@@ -160,7 +159,7 @@ def test_the_lever_study_tables_on_the_quality_page_are_its_results_file():
     """docs/quality.md's lever tables (issue #36) render from docs/results/levers.jsonl, between
     their own markers, and its untrained rows are the quality tables' own."""
     rows = read_rows(REPO_ROOT / "docs" / "results" / "levers.jsonl")
-    assert_page_shows_tables("docs/quality.md", "levers", rows, "benchmarks/levers.yaml")
+    assert_page_shows_tables("docs/quality.md", "levers", rows, "studies/levers.yaml")
     quality = read_rows(REPO_ROOT / "docs" / "results" / "quality_tables.jsonl")
     screened = {row["benchmark"] for row in rows}  # the benchmarks some lever was screened on
     untrained = [
@@ -172,12 +171,12 @@ def test_the_lever_study_tables_on_the_quality_page_are_its_results_file():
 
 
 def test_the_held_out_domain_tables_are_its_results_file_with_its_tfidf_rows_recomputed():
-    """The third domain's tables (data/pypi, benchmarks/held_out.yaml) render on the quality page from
+    """The third domain's tables (data/pypi, studies/held_out.yaml) render on the quality page from
     docs/results/held_out.jsonl, between their own markers; its TF-IDF rows are recomputed here
     (deterministic: editing a number or the data fails), and the prose that reads those tables
     quotes only figures they give."""
     rows = read_rows(REPO_ROOT / "docs" / "results" / "held_out.jsonl")
-    rendered = assert_page_shows_tables(PAGE, "held-out", rows, "benchmarks/held_out.yaml")
+    rendered = assert_page_shows_tables(PAGE, "held-out", rows, "studies/held_out.yaml")
     assert set(rendered) == {"dev", "test"}
     with pytest.MonkeyPatch.context() as patch:
         patch.chdir(REPO_ROOT)
@@ -188,14 +187,14 @@ def test_the_held_out_domain_tables_are_its_results_file_with_its_tfidf_rows_rec
 
 def test_the_lever_screened_on_the_held_out_domain_is_read_beside_the_held_out_tables_own_rows():
     """docs/quality.md's tables of the lever screened on the third domain (the guard's question,
-    benchmarks/held_out_levers.yaml) render from docs/results/held_out_levers.jsonl; every row but
+    studies/held_out_levers.yaml) render from docs/results/held_out_levers.jsonl; every row but
     the variant's is the held-out tables' own (the same models and encodings, reused), so the
     variant is read against the default the page reports; the reading quotes only figures they give."""
     rows = read_rows(REPO_ROOT / "docs" / "results" / "held_out_levers.jsonl")
-    assert_page_shows_tables("docs/quality.md", "held-out-levers", rows, "benchmarks/held_out_levers.yaml")
+    assert_page_shows_tables("docs/quality.md", "held-out-levers", rows, "studies/held_out_levers.yaml")
     with pytest.MonkeyPatch.context() as patch:
         patch.chdir(REPO_ROOT)  # the lever file names the benchmark file it extends from the repository root
-        variants = set(QualitySpec.from_yaml(REPO_ROOT / "benchmarks" / "held_out_levers.yaml").variants)
+        variants = set(QualitySpec.from_yaml(REPO_ROOT / "studies" / "held_out_levers.yaml").variants)
     held_out = read_rows(REPO_ROOT / "docs" / "results" / "held_out.jsonl")
     shared = [row for row in rows if encoder_of(row["model"]) not in variants]
     assert variants and len(shared) == len(held_out) and all(row in held_out for row in shared)
@@ -350,7 +349,7 @@ def test_the_command_trains_each_seed_once_ranks_every_view_and_split_and_reuses
     assert written.startswith("# Before\n\n") and written.endswith(f"{TABLES_END}\n\nAfter.\n")
     assert "stale" not in written and all(line in written for line in table_lines(tables(rows)["test"]))
 
-    # A variant of the recipe (benchmarks/levers.yaml's kind): trained on its own, beside the
+    # A variant of the recipe (studies/levers.yaml's kind): trained on its own, beside the
     # default recipe's models, whose rows are kept; its gain rows join the tables.
     spec["variants"] = {"no guard": ["--distill_weight", "0"]}
     (tmp_path / "spec.yaml").write_text(json.dumps(spec), encoding="utf-8")

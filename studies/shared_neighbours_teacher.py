@@ -1,10 +1,10 @@
 """How strong is the teacher with shared neighbours, untrained? Issue #36, item 3, on dev seeds.
 
-    python benchmarks/shared_neighbours_teacher.py [--neighbours 20 30 50] [--weights 0.3 0.5 0.7]
+    python studies/shared_neighbours_teacher.py [--neighbours 20 30 50] [--weights 0.3 0.5 0.7]
 
 Pseudo-labels teach a student only what the teacher knows beyond it (GPL), so before a training
 screen of ``teacher_shared_neighbours`` this ranks the dev seeds of both development benchmarks
-(benchmarks/quality.yaml), in both views, with the recipe's teacher applied to the whole catalog
+(studies/quality.yaml), in both views, with the recipe's teacher applied to the whole catalog
 instead of a batch (``shared_neighbours.teacher_distance_rows``, the rows the lists are drawn from):
 the frozen start's ``Metric_Inf`` fused with word-piece TF-IDF (the recipes' ``teacher_tfidf_weight``), each standardised per
 query, at the recipe's ``max_length``; then with shared neighbours,
@@ -21,6 +21,12 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from quality_tables import (
+    QualitySpec,
+    catalog_views,
+    encoder_scorers,
+    split_annotations,
+)
 from transformers import AutoTokenizer
 
 from metricbert_trainer.base.modeling import resolve_model_name
@@ -31,12 +37,6 @@ from metricbert_trainer.metricbert.config import MetricBertConfig
 from metricbert_trainer.metricbert.shared_neighbours import teacher_distance_rows, teacher_neighbour_lists
 from metricbert_trainer.metricbert.token_tfidf import fitted_catalog_vectors
 from metricbert_trainer.publishing.markdown import markdown_table
-from metricbert_trainer.scripts.quality_tables import (
-    QualitySpec,
-    catalog_views,
-    encoder_scorers,
-    split_annotations,
-)
 
 SHOWN = ("mpr", "map", "hr@100", "ndcg@20")
 # The teacher's own weight, which training uses (not the inference ranking's --tfidf-weight).
@@ -79,7 +79,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--spec", default="benchmarks/quality.yaml", help="The benchmark file.")
+    parser.add_argument("--spec", default="studies/quality.yaml", help="The benchmark file.")
     parser.add_argument(
         "--models-dir", default="outputs/levers", help="Where the zero-shot encodings are kept."
     )

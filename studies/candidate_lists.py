@@ -1,13 +1,13 @@
 """Shared-neighbour lists searched among candidates against exact lists, on the dev seeds.
 
-    python benchmarks/candidate_lists.py [--candidates 100 200 400] [--backend exact|faiss]
-    python benchmarks/candidate_lists.py --teacher [--candidates 100 200 400]
+    python studies/candidate_lists.py [--candidates 100 200 400] [--backend exact|faiss]
+    python studies/candidate_lists.py --teacher [--candidates 100 200 400]
 
 ``evaluate`` and ``recommend`` re-rank the hybrid by shared neighbours, whose exact lists compare
 every item with every other (hours at a million items). ``evaluation.candidate_lists`` searches
 each item's list among its nearest items under the encoder instead. This measures what that
 costs the ranking: for every encoder of the quality tables (the zero-shot start and the default
-recipe's trained models, ``outputs/quality``: run ``benchmarks/quality_tables.py`` first), both
+recipe's trained models, ``outputs/quality``: run ``studies/quality_tables.py`` first), both
 development benchmarks and both views, the share of each exact list the candidate list holds
 (recall), the time of each listing, and the dev metrics of the default ranking with each kind of
 list. The candidates are searched exactly (``neighbours.top_k``) or, as ``metricbert`` searches them,
@@ -28,6 +28,12 @@ import time
 from pathlib import Path
 
 from million_items import recipe_shared_neighbours
+from quality_tables import (
+    QualitySpec,
+    catalog_views,
+    encoder_scorers,
+    split_annotations,
+)
 
 from metricbert_trainer.evaluation.candidate_lists import candidate_neighbour_lists, list_recall
 from metricbert_trainer.evaluation.evaluator import evaluate_distance_rows
@@ -41,12 +47,6 @@ from metricbert_trainer.evaluation.shared_neighbours import (
     reranked_rows,
 )
 from metricbert_trainer.publishing.markdown import markdown_table
-from metricbert_trainer.scripts.quality_tables import (
-    QualitySpec,
-    catalog_views,
-    encoder_scorers,
-    split_annotations,
-)
 
 SHOWN = ("mpr", "hr@100", "map", "ndcg@20")
 
@@ -103,7 +103,7 @@ def teacher_listings(spec: QualitySpec, candidate_counts: list[int], models_dir:
     columns = ["catalog", "items", "searched among", "recall of the exact lists", "listing (s)"]
     print(
         f"\nThe teacher's {options['neighbours']} shared neighbours per item, the zero-shot start's vectors; "
-        f"produced by `python benchmarks/candidate_lists.py --teacher`:\n\n{markdown_table(columns, rows, 'llrrr')}"
+        f"produced by `python studies/candidate_lists.py --teacher`:\n\n{markdown_table(columns, rows, 'llrrr')}"
     )
 
 
@@ -113,7 +113,7 @@ def main() -> None:
     )
     parser.add_argument("--candidates", type=int, nargs="+", default=[100, 200, 400])
     parser.add_argument("--backend", choices=["exact", "faiss"], default="exact")
-    parser.add_argument("--spec", default="benchmarks/quality.yaml")
+    parser.add_argument("--spec", default="studies/quality.yaml")
     parser.add_argument("--models-dir", default="outputs/quality")
     parser.add_argument("--teacher", action="store_true", help="The training teacher's lists (see above).")
     options = parser.parse_args()
@@ -171,7 +171,7 @@ def main() -> None:
     cases = len(found[0]["recall"])
     print(
         f"\nDev seeds, {cases} (benchmark, view, encoder) cases, {DEFAULT_NEIGHBOURS} neighbours, candidates "
-        f"searched by {options.backend}; produced by `python benchmarks/candidate_lists.py --backend {options.backend}`:\n\n{markdown_table(columns, rows, 'l' + 'r' * (len(columns) - 1))}"
+        f"searched by {options.backend}; produced by `python studies/candidate_lists.py --backend {options.backend}`:\n\n{markdown_table(columns, rows, 'l' + 'r' * (len(columns) - 1))}"
     )
 
 
