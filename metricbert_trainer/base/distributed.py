@@ -129,6 +129,13 @@ def gather_with_grad(tensor: torch.Tensor, dim: int = 0) -> tuple[torch.Tensor, 
     return gathered, ProcessShard(start=sum(sizes[:rank]), size=sizes[rank], world_size=len(sizes))
 
 
+def gather_field_major(vectors: torch.Tensor) -> torch.Tensor:
+    """A frozen model's ``[titles; descriptions]`` of this process's items, gathered into the same
+    layout over every process's items (the layout the gathered student embeddings have)."""
+    local = vectors.view(2, -1, vectors.shape[-1])
+    return gather_with_grad(local, dim=1)[0].flatten(0, 1)
+
+
 def share_of_global_mean(
     local_sum: torch.Tensor, local_count: int | torch.Tensor, shard: ProcessShard | None
 ) -> torch.Tensor:

@@ -14,9 +14,14 @@ starting state is a fresh initialisation, and no ranking reads it.
 
 from __future__ import annotations
 
+import logging
+
 import torch
+from transformers import TrainerCallback
 
 from metricbert_trainer.base.modeling import is_partitioned
+
+logger = logging.getLogger(__name__)
 
 
 @torch.no_grad()
@@ -62,3 +67,21 @@ def _blend(
         if isinstance(parameter.data, DTensor):
             start = distribute_tensor(start, parameter.device_mesh, parameter.placements)
         parameter.data.lerp_(start, 1.0 - trained_share)
+
+
+class StartBlendCallback(TrainerCallback):
+    """Blends the trained encoder with its start once training ends (``trained_weight_share`` < 1),
+    so every checkpoint holds the trained weights and the saved model the blend. ``start`` is the
+    frozen copy of the encoder taken before the first step."""
+
+    def __init__(self, start: torch.nn.Module, trained_share: float) -> None:
+        self.start = start
+        self.trained_share = trained_share
+
+    def on_train_end(self, args, state, control, model=None, **kwargs) -> None:
+        blend_with_start(model.base_model, self.start, self.trained_share)
+        logger.info(
+            "Final encoder: %.2f x trained + %.2f x starting weights (trained_weight_share, WiSE-FT).",
+            self.trained_share,
+            1 - self.trained_share,
+        )

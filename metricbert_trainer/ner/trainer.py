@@ -12,6 +12,7 @@ from metricbert_trainer.ner.collator import NerCollator
 from metricbert_trainer.ner.config import NerConfig
 from metricbert_trainer.ner.metrics import METRIC_NAMES
 from metricbert_trainer.ner.modeling import enable_tagging_forward, load_tagger
+from metricbert_trainer.publishing.markdown import json_block
 from metricbert_trainer.publishing.model_card import CardMethod
 from metricbert_trainer.training.trainer import CatalogTrainer, seed_before_loading
 
@@ -136,8 +137,6 @@ class NerTrainer(CatalogTrainer):
             "## Multi-task NER objective\n\n"
             f"`L = L_NER + metric_weight * L_{self.metric_loss.name}` on the titles' word tags and the mean-pooled "
             "title and description vectors, with:\n\n"
-            + self.config_block(
-                {"metric_weight": self.args.metric_weight, **self.metric_loss.get_config_dict()}
-            )
+            + json_block({"metric_weight": self.args.metric_weight, **self.metric_loss.get_config_dict()})
             + f"\nLabels: {', '.join(self.label2id)}.\n"
         )

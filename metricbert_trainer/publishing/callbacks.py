@@ -18,7 +18,7 @@ from pathlib import Path
 
 from transformers import TrainerCallback
 
-from metricbert_trainer.publishing.model_card import render_model_card
+from metricbert_trainer.publishing.model_card import card_hyperparameters, render_model_card
 from metricbert_trainer.publishing.plots import plot_loss_terms
 from metricbert_trainer.publishing.sentence_transformers_files import write_sentence_transformers_files
 
@@ -47,9 +47,9 @@ class ModelCardCallback(PublishingCallback):
             method=trainer.card_method,
             repo_id=repo_id,
             objective_section=trainer.objective_card_section(),
-            hyperparameters=trainer.card_hyperparameters(),
+            hyperparameters=card_hyperparameters(args, trainer.state),
             log_history=trainer.state.log_history,
-            trainer_tags=list(trainer.model_tags()),
+            trainer_tags=list(trainer._tag_names),
         )
         (folder / MODEL_CARD_FILE).write_text(card, encoding="utf-8")
 

@@ -4,6 +4,7 @@ the one escaper of the text users choose that goes into it (names, paths, catalo
 from __future__ import annotations
 
 import html
+import json
 import re
 from collections.abc import Iterable, Sequence
 
@@ -37,3 +38,8 @@ def markdown_table(headers: Sequence[str], rows: Iterable[Sequence[object]], ali
 
 def _row(cells: Sequence[object]) -> str:
     return "| " + " | ".join(" ".join(str(cell).splitlines()).replace("|", "\\|") for cell in cells) + " |"
+
+
+def json_block(settings: dict[str, object]) -> str:
+    """A JSON code block of an objective's settings, for a model card's objective section."""
+    return f"```json\n{json.dumps(settings, indent=2)}\n```\n"

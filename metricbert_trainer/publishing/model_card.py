@@ -112,6 +112,31 @@ class ModelCardInfo:
         return self.dataset_name or (Path(self.catalog).name if self.catalog else None)
 
 
+def card_hyperparameters(args, state) -> dict[str, object]:
+    """The training settings a model card lists, from a run's ``TrainingArguments`` and its
+    ``TrainerState`` (the objective's own settings are in the family's section)."""
+    return {
+        "learning_rate": args.learning_rate,
+        "per_device_train_batch_size": args.per_device_train_batch_size,
+        "processes": args.world_size,
+        "gradient_accumulation_steps": args.gradient_accumulation_steps,
+        "total_train_batch_size": args.per_device_train_batch_size
+        * args.world_size
+        * args.gradient_accumulation_steps,
+        "num_train_epochs": args.num_train_epochs,
+        "max_steps": state.max_steps or args.max_steps,
+        "optimizer": getattr(args.optim, "value", args.optim),
+        "weight_decay": args.weight_decay,
+        "lr_scheduler_type": getattr(args.lr_scheduler_type, "value", args.lr_scheduler_type),
+        "warmup_steps": args.warmup_steps,
+        "max_length": args.max_length,
+        "trained_weight_share": args.trained_weight_share,
+        "precision": "bf16" if args.bf16 else ("fp16" if args.fp16 else "fp32"),
+        "activation_checkpointing": args.activation_checkpointing,
+        "seed": args.seed,
+    }
+
+
 def usage_examples(item: Mapping[str, object], fields: Sequence[str]) -> tuple[str, ...]:
     """An item's texts for the usage snippets, each cut to about ``EXAMPLE_CHARACTERS``."""
     examples = []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from metricbert_trainer.publishing.markdown import json_block
 from metricbert_trainer.publishing.model_card import CardMethod
 from metricbert_trainer.recobert.collator import RecoBertCollator
 from metricbert_trainer.recobert.config import RecoBertConfig
@@ -106,5 +107,5 @@ class RecoBertTrainer(CatalogTrainer):
         return (
             "## RecoBERT objective\n\n"
             "`L = mlm_weight * L_MLM + tdm_weight * L_TDM`, `C_TDM = (1 + cos(F^t, F^d)) / 2` on the joint "
-            "title-description encoding, with:\n\n" + self.config_block(self.args.loss_config())
+            "title-description encoding, with:\n\n" + json_block(self.args.loss_config())
         )

@@ -10,7 +10,6 @@ class holds that machinery once; a subclass brings its collator (``build_collato
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import time
 from collections import defaultdict
@@ -34,7 +33,7 @@ from metricbert_trainer.base.distributed import (
 )
 from metricbert_trainer.base.fsdp2 import shard_with_tied_parameters_together
 from metricbert_trainer.base.modeling import freeze_mlm_head, load_masked_lm, resolve_model_name, whole_copy
-from metricbert_trainer.base.weight_ensembling import blend_with_start
+from metricbert_trainer.base.weight_ensembling import StartBlendCallback
 from metricbert_trainer.data.annotations import Annotations
 from metricbert_trainer.data.catalog import Catalog, degenerate_text_warnings
 from metricbert_trainer.data.lengths import resolve_max_length, token_lengths
@@ -178,7 +177,10 @@ class CatalogTrainer(StagedCheckpoints, Trainer):
             )
         if train_dataset is not None:
             self._check_training_catalog(train_dataset)
-        self.starting_encoder = self.starting_encoder_copy(model) if args.trained_weight_share < 1 else None
+        if args.trained_weight_share < 1:
+            self.add_callback(
+                StartBlendCallback(self.starting_encoder_copy(model), args.trained_weight_share)
+            )
 
     def _check_training_catalog(self, train_dataset) -> None:
         """Says what a catalog too small for the batch, texts longer than ``max_length``, or texts
@@ -299,34 +301,6 @@ class CatalogTrainer(StagedCheckpoints, Trainer):
             if isinstance(callback, PublishingCallback):
                 callback.on_model_folder(Path(folder), self, model_name=model_name)
 
-    def model_tags(self) -> list[str]:
-        """The Hub tags the model asks for (transformers' ``_tag_names``), for the card."""
-        return list(self._tag_names)
-
-    def card_hyperparameters(self) -> dict[str, object]:
-        """The training settings a model card lists (the objective's own are in its section)."""
-        args = self.args
-        return {
-            "learning_rate": args.learning_rate,
-            "per_device_train_batch_size": args.per_device_train_batch_size,
-            "processes": args.world_size,
-            "gradient_accumulation_steps": args.gradient_accumulation_steps,
-            "total_train_batch_size": args.per_device_train_batch_size
-            * args.world_size
-            * args.gradient_accumulation_steps,
-            "num_train_epochs": args.num_train_epochs,
-            "max_steps": self.state.max_steps or args.max_steps,
-            "optimizer": getattr(args.optim, "value", args.optim),
-            "weight_decay": args.weight_decay,
-            "lr_scheduler_type": getattr(args.lr_scheduler_type, "value", args.lr_scheduler_type),
-            "warmup_steps": args.warmup_steps,
-            "max_length": args.max_length,
-            "trained_weight_share": args.trained_weight_share,
-            "precision": "bf16" if args.bf16 else ("fp16" if args.fp16 else "fp32"),
-            "activation_checkpointing": args.activation_checkpointing,
-            "seed": args.seed,
-        }
-
     # Override: every save (checkpoints and the final model) gets the saved layout and the
     # publishing files, so any folder loads with sentence-transformers and says how it was trained.
     def _save(self, output_dir: str | None = None, state_dict=None) -> None:
@@ -343,21 +317,12 @@ class CatalogTrainer(StagedCheckpoints, Trainer):
         self.write_publishing_files(folder)
 
     def train(self, resume_from_checkpoint: str | bool | None = None, trial=None, **kwargs):
-        """``Trainer.train`` (resuming as ``StagedCheckpoints`` does), then the blend with the
-        starting weights that ``trained_weight_share`` asks for."""
+        """``Trainer.train`` (resuming as ``StagedCheckpoints`` does); with ``trained_weight_share``
+        below 1 a ``StartBlendCallback`` blends the encoder with its start when it ends."""
         # Everything that reads the catalog's token ids has read them: at a million items of 256
         # tokens they would hold 1 GiB for the rest of the run (tokenized again if asked for).
         vars(self).pop("training_token_rows", None)
-        output = super().train(resume_from_checkpoint=resume_from_checkpoint, trial=trial, **kwargs)
-        if self.starting_encoder is not None:
-            share = self.args.trained_weight_share
-            blend_with_start(self.model.base_model, self.starting_encoder, share)
-            logger.info(
-                "Final encoder: %.2f x trained + %.2f x starting weights (trained_weight_share, WiSE-FT).",
-                share,
-                1 - share,
-            )
-        return output
+        return super().train(resume_from_checkpoint=resume_from_checkpoint, trial=trial, **kwargs)
 
     def create_optimizer(self, model=None) -> torch.optim.Optimizer:
         """``Trainer.create_optimizer``; under FSDP2 the model is sharded first, with its tied
@@ -413,11 +378,6 @@ class CatalogTrainer(StagedCheckpoints, Trainer):
             copy_masked_lm(checkpoint_folder, self.args.output_dir)
         super()._push_from_checkpoint(checkpoint_folder)
 
-    @staticmethod
-    def config_block(config: dict[str, object]) -> str:
-        """A JSON code block of an objective's settings, for ``objective_card_section``."""
-        return f"```json\n{json.dumps(config, indent=2)}\n```\n"
-
     def prediction_step(self, model, inputs, prediction_loss_only, ignore_keys=None):
         # The only thing to predict on held-out items is the loss; rankings come from evaluate().
         with torch.no_grad(), self.compute_loss_context_manager():
@@ -462,9 +422,6 @@ class CatalogTrainer(StagedCheckpoints, Trainer):
                 value = value.detach().to(torch.float64)
             self._metrics[mode][name].append(value)
 
-    def on_logged_means(self, means: dict[str, float]) -> None:
-        """Called with the averaged recorded values at each log, for subclasses that watch them."""
-
     def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
         mode = "train" if self.model.training else "eval"
         recorded = self._metrics[mode]
@@ -475,7 +432,6 @@ class CatalogTrainer(StagedCheckpoints, Trainer):
             prefix = "" if mode == "train" else "eval_"
             means = {name: round(value, 6) for name, value in means.items()}
             logs = {**logs, **{f"{prefix}{name}": value for name, value in means.items()}}
-            self.on_logged_means(means)
         recorded.clear()
         if mode == "train" and self.nonfinite_losses_skipped:
             logs = {**logs, "nonfinite_losses_skipped": self.nonfinite_losses_skipped}

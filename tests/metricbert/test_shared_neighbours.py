@@ -17,12 +17,14 @@ from metricbert_trainer.evaluation.hybrid import standardised_rows
 from metricbert_trainer.metricbert import shared_neighbours as module
 from metricbert_trainer.metricbert.collator import MetricBertCollator
 from metricbert_trainer.metricbert.losses.teacher import hybrid_teacher_distillation
+from metricbert_trainer.metricbert.setup import TrainingSetup
 from metricbert_trainer.metricbert.shared_neighbours import (
     SharedNeighbours,
     teacher_candidate_lists,
     teacher_distance_rows,
     teacher_neighbour_lists,
 )
+from metricbert_trainer.metricbert.terms import StepVectors, TeacherTerm
 from metricbert_trainer.metricbert.token_tfidf import JOINED, TokenTfidf, joined_counts
 
 MAX_LENGTH = 48
@@ -190,7 +192,7 @@ def test_a_run_lists_the_neighbours_before_training_and_records_them_in_its_card
 ):
     trainer = _teacher_trainer(tmp_path, tiny_model_path, tokenizer, wine_items, 4)
     trainer.train()
-    assert trainer.shared_neighbours.lists.shape == (40, 4)
+    assert trainer.teacher_parts.shared_neighbours.lists.shape == (40, 4)
     assert "training_token_rows" not in vars(trainer)  # read before the first step, not held for the run
     logged = [entry for entry in trainer.state.log_history if "teacher_loss" in entry]
     assert logged and all(np.isfinite(entry["teacher_loss"]) for entry in logged)
@@ -199,7 +201,7 @@ def test_a_run_lists_the_neighbours_before_training_and_records_them_in_its_card
 
     # The term reads the overlaps: the same batch gets another teacher loss without them.
     with_overlaps, without = _teacher_terms_around(
-        trainer, wine_items, lambda: setattr(trainer, "shared_neighbours", None)
+        trainer, wine_items, lambda: setattr(trainer.teacher_parts, "shared_neighbours", None)
     )
     assert abs(with_overlaps - without) > 1e-3
 
@@ -210,10 +212,19 @@ def _teacher_terms_around(trainer, items, change) -> tuple[torch.Tensor, torch.T
     batch = trainer.data_collator([items[i] for i in range(12)])
     with torch.no_grad():
         outputs = trainer.model.eval()(metric_batch=batch, fields=trainer.batch_fields)
-        vectors = (*outputs["embeddings"][:2], trainer.guide.embed(batch, trainer.batch_fields))
-        before = trainer._teacher_term(batch, *vectors, None)
+        titles, descriptions = outputs["embeddings"][:2]
+        step = StepVectors(
+            inputs=batch,
+            outputs=outputs,
+            titles=titles,
+            descriptions=descriptions,
+            fields=tuple(trainer.batch_fields),
+            guide_vectors=trainer.guide.embed(batch, trainer.batch_fields),
+        )
+        term = TeacherTerm.from_config(trainer.args, trainer.teacher_parts)
+        before = term.distillation(step)
         change()
-        return before, trainer._teacher_term(batch, *vectors, None)
+        return before, term.distillation(step)
 
 
 def test_a_run_with_joined_fields_lists_and_ranks_by_their_tfidf_and_names_it_in_its_card(
@@ -223,15 +234,17 @@ def test_a_run_with_joined_fields_lists_and_ranks_by_their_tfidf_and_names_it_in
         tmp_path, tiny_model_path, tokenizer, wine_items, 4, max_steps=2, teacher_tfidf_mode="concat"
     )
     trainer.train()
-    assert set(trainer.token_tfidf.idf) == {JOINED}
+    assert set(trainer.teacher_parts.tfidf.idf) == {JOINED}
     assert trainer.args.loss_config()["teacher_tfidf_mode"] == "concat"
     vocabulary = len(tokenizer)
     joined = joined_counts([rows.counts(vocabulary) for rows in trainer.training_token_rows.values()])
     options = {"tfidf_weight": trainer.args.teacher_tfidf_weight, "neighbours": 4}
     expected = teacher_neighbour_lists(
-        trainer._guide_catalog_vectors(), [trainer.token_tfidf.catalog_vectors(JOINED, joined)], **options
+        TrainingSetup(trainer).guide_catalog_vectors(),
+        [trainer.teacher_parts.tfidf.catalog_vectors(JOINED, joined)],
+        **options,
     )
-    assert torch.equal(trainer.shared_neighbours.lists, expected)
+    assert torch.equal(trainer.teacher_parts.shared_neighbours.lists, expected)
     # Each field compared with its own lists other neighbours.
     each_field = TokenTfidf.fit(
         {name: rows.counts(vocabulary) for name, rows in trainer.training_token_rows.items()},
@@ -242,12 +255,13 @@ def test_a_run_with_joined_fields_lists_and_ranks_by_their_tfidf_and_names_it_in
         for name, rows in trainer.training_token_rows.items()
     ]
     assert not torch.equal(
-        expected, teacher_neighbour_lists(trainer._guide_catalog_vectors(), per_field, **options)
+        expected,
+        teacher_neighbour_lists(TrainingSetup(trainer).guide_catalog_vectors(), per_field, **options),
     )
 
     # The batch term joins the fields too: the same batch gets another teacher loss compared each field.
     joined_term, each_field_term = _teacher_terms_around(
-        trainer, wine_items, lambda: setattr(trainer, "token_tfidf", each_field)
+        trainer, wine_items, lambda: setattr(trainer.teacher_parts, "tfidf", each_field)
     )
     assert abs(joined_term - each_field_term) > 1e-4
 
@@ -266,25 +280,25 @@ def test_a_run_can_search_the_lists_among_candidates_and_says_so_in_its_log_and_
         teacher_shared_neighbour_candidates=10,
         guide_embedding_cache_dtype=cache_dtype,
     )
-    with caplog.at_level("INFO", logger="metricbert_trainer.metricbert.trainer"):
+    with caplog.at_level("INFO", logger="metricbert_trainer.metricbert.setup"):
         trainer.train()
     assert (
         "listing the teacher's 4 nearest items of each of 40 (among its 10 nearest under the start)"
         in caplog.text
     )
-    assert trainer.shared_neighbours.lists.shape == (40, 4)
+    assert trainer.teacher_parts.shared_neighbours.lists.shape == (40, 4)
     assert trainer.args.loss_config()["teacher_shared_neighbour_candidates"] == 10
     # The trainer gathers the start's unit views straight from the guide's cache (a float16 cache's
     # rows cast as gathered): the lists are those of the start's vectors of each field as they are
     # (HNSW over 40 items finds every neighbour).
     vocabulary = len(tokenizer)
     tfidf = [
-        trainer.token_tfidf.catalog_vectors(name, rows.counts(vocabulary))
+        trainer.teacher_parts.tfidf.catalog_vectors(name, rows.counts(vocabulary))
         for name, rows in trainer.training_token_rows.items()
     ]
     options = {"tfidf_weight": trainer.args.teacher_tfidf_weight, "neighbours": 4, "candidates": 10}
-    expected = teacher_candidate_lists(trainer._guide_catalog_vectors(), tfidf, **options)
-    assert torch.equal(trainer.shared_neighbours.lists, expected)
+    expected = teacher_candidate_lists(TrainingSetup(trainer).guide_catalog_vectors(), tfidf, **options)
+    assert torch.equal(trainer.teacher_parts.shared_neighbours.lists, expected)
 
 
 def test_a_catalog_too_small_for_k_trains_without_shared_neighbours_and_says_so(
@@ -294,5 +308,5 @@ def test_a_catalog_too_small_for_k_trains_without_shared_neighbours_and_says_so(
     trainer = _teacher_trainer(tmp_path, tiny_model_path, tokenizer, wine_items, 50, max_steps=1)
     with caplog.at_level("WARNING"):
         trainer.train()
-    assert trainer.shared_neighbours is None and trainer.state.global_step == 1
+    assert trainer.teacher_parts.shared_neighbours is None and trainer.state.global_step == 1
     assert "the catalog has 40 items, too few for that many neighbours" in caplog.text

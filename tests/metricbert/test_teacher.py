@@ -14,6 +14,7 @@ from metricbert_trainer.base.modeling import load_masked_lm
 from metricbert_trainer.data.catalog import load_catalog
 from metricbert_trainer.data.token_rows import TokenRows
 from metricbert_trainer.metricbert.losses.teacher import hybrid_teacher_distillation, item_distances
+from metricbert_trainer.metricbert.setup import TrainingSetup
 from metricbert_trainer.metricbert.token_tfidf import JOINED, TokenTfidf, joined_counts
 from metricbert_trainer.metricbert.trainer import MetricBertTrainer
 
@@ -155,7 +156,10 @@ def test_a_run_with_the_teacher_logs_its_term_with_no_other_guide_user(
     trainer.train()
     logged = [entry["teacher_loss"] for entry in trainer.state.log_history if "teacher_loss" in entry]
     assert len(logged) >= 3 and all(np.isfinite(logged)) and max(logged) > 0
-    assert trainer.token_tfidf is not None and set(trainer.token_tfidf.idf) == {"title", "description"}
+    assert trainer.teacher_parts.tfidf is not None and set(trainer.teacher_parts.tfidf.idf) == {
+        "title",
+        "description",
+    }
 
 
 def test_joined_fields_on_a_catalog_of_three_fields_fall_back_to_each_slot_and_say_so(
@@ -180,6 +184,6 @@ def test_joined_fields_on_a_catalog_of_three_fields_fall_back_to_each_slot_and_s
         fields=("title", "description", "tags"),
     )
     with caplog.at_level("WARNING"):
-        tfidf = trainer._fit_token_tfidf()
+        tfidf = TrainingSetup(trainer).fit_token_tfidf()
     assert set(tfidf.idf) == set(trainer.batch_fields)
     assert "teacher_tfidf_mode concat joins an item's title and description" in caplog.text

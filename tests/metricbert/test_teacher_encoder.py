@@ -121,7 +121,10 @@ def test_a_run_with_a_teacher_encoder_trains_on_its_cache(
     trainer.train()
     logged = [entry["teacher_loss"] for entry in trainer.state.log_history if "teacher_loss" in entry]
     assert len(logged) == 2 and all(np.isfinite(logged)) and max(logged) > 0
-    assert cache.is_file() and trainer.teacher_encoder._vectors.shape == (len(set(_texts(wine_items))), 48)
+    assert cache.is_file() and trainer.teacher_parts.encoder._vectors.shape == (
+        len(set(_texts(wine_items))),
+        48,
+    )
 
 
 def test_a_teacher_encoder_without_the_teacher_term_is_refused(tmp_path):

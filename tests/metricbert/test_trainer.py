@@ -100,7 +100,7 @@ def test_collapse_is_detected_and_warned(tmp_path, tiny_model_path, tokenizer, w
     trainer = MetricBertTrainer(
         load_masked_lm(tiny_model_path), args, train_dataset=wine_items, processing_class=tokenizer
     )
-    with caplog.at_level("WARNING", logger="metricbert_trainer.metricbert.trainer"):
+    with caplog.at_level("WARNING", logger="metricbert_trainer.metricbert.collapse_warning"):
         trainer.train()
     spread = _loss_history(trainer, "embedding_spread")
     assert spread[-1] < 0.5 * spread[0]

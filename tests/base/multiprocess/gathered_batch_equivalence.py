@@ -25,6 +25,7 @@ from metricbert_trainer.data.catalog import load_catalog
 from metricbert_trainer.data.token_rows import TokenRows
 from metricbert_trainer.metricbert.collator import MetricBertCollator
 from metricbert_trainer.metricbert.config import MetricBertConfig
+from metricbert_trainer.metricbert.setup import TrainingSetup
 from metricbert_trainer.metricbert.trainer import MetricBertTrainer
 
 # Each case is the bare objective (none of what the recipe, MetricBertConfig's defaults, adds) plus
@@ -122,17 +123,17 @@ def run_case(model_path: str, catalog, rows_per_process: list[int], settings: di
     if settings.get("teacher_weight"):
         # What train() prepares before its first step: the teacher's TF-IDF, ...
         for trainer in (reference, sharded):
-            trainer.token_tfidf = trainer._fit_token_tfidf()
+            trainer.teacher_parts.tfidf = TrainingSetup(trainer).fit_token_tfidf()
     if settings.get("teacher_encoder"):
         # ... the second encoder's vectors of every text, each process encoding a share (the
         # reference reads the same vectors) ...
-        sharded.teacher_encoder = sharded._encode_with_teacher_encoder()
-        reference.teacher_encoder = sharded.teacher_encoder
+        sharded.teacher_parts.encoder = TrainingSetup(sharded).encode_with_teacher_encoder()
+        reference.teacher_parts.encoder = sharded.teacher_parts.encoder
     if settings.get("teacher_shared_neighbours"):
         # ... and the shared neighbours, listed from the guide's vectors, which the processes encode
         # together into its cache.
-        sharded.shared_neighbours = sharded._list_shared_neighbours()
-        reference.shared_neighbours = sharded.shared_neighbours
+        sharded.teacher_parts.shared_neighbours = TrainingSetup(sharded).list_shared_neighbours()
+        reference.teacher_parts.shared_neighbours = sharded.teacher_parts.shared_neighbours
     torch.manual_seed(0)
     collator = MetricBertCollator(reference.processing_class, mlm_probability=reference.args.mlm_probability)
     batch = collator(list(items))
