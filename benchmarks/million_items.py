@@ -1453,14 +1453,15 @@ START_BOOTSTRAP = """
 import json, os, runpy, sys, threading, time, traceback
 from transformers import PreTrainedTokenizerBase
 spent = {"catalog": [0.0, 0], "batches": [0.0, 0]}
-# The highest RSS (GiB) sampled while the main thread lists the batches' or the teacher's lists.
-lists = dict.fromkeys(("_build_neighbourhood_sampler", "_list_shared_neighbours"), 0.0)
+# The highest RSS (GiB) sampled while the main thread lists the batches' or the teacher's lists (the
+# set-up phases' names, with the leading underscore they had on the trainer before metricbert/setup.py).
+lists = dict.fromkeys(("build_neighbourhood_sampler", "list_shared_neighbours"), 0.0)
 main_thread = threading.get_ident()
 def sample_rss():
     while True:
         frame, names = sys._current_frames().get(main_thread), set()
         while frame is not None:
-            names.add(frame.f_code.co_name)
+            names.add(frame.f_code.co_name.lstrip("_"))
             frame = frame.f_back
         with open("/proc/self/statm") as statm:
             rss = int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**30
@@ -1532,7 +1533,7 @@ def run_start(arguments: argparse.Namespace) -> None:
     print(
         f"| {items:,} | {seconds:.1f} | {peak:.2f} | {spent['catalog'][0]:.1f} "
         f"| {spent['catalog'][1]:,} ({spent['catalog'][1] / texts:.1f} per text) | {spent['batches'][0]:.1f} "
-        f"| {lists['_build_neighbourhood_sampler']:.2f} | {lists['_list_shared_neighbours']:.2f} |"
+        f"| {lists['build_neighbourhood_sampler']:.2f} | {lists['list_shared_neighbours']:.2f} |"
     )
     print(f"\nmetricbert_trainer from {spent['library']}")
 
