@@ -222,9 +222,8 @@ class MetricBertTrainer(CatalogTrainer):
     @property
     def current_mlm_weight(self) -> float:
         """``mlm_weight`` at this step, raised linearly from 0 over ``mlm_weight_ramp_steps``."""
-        return MlmTerm(self.args.mlm_weight, self.args.mlm_weight_ramp_steps).weight_at(
-            self.state.global_step
-        )
+        mlm = next(term for term in self.loss_terms if isinstance(term, MlmTerm))
+        return mlm.weight_at(self.state.global_step)
 
     def train(self, resume_from_checkpoint: str | bool | None = None, trial=None, **kwargs):
         """``CatalogTrainer.train``, after the MLM-head warm-up (``mlm_head_warmup_steps``) when the
