@@ -10,10 +10,11 @@ size (32 items) and max length (128) on both sides, in one process, the configur
 turns round after round so that a machine that slows down mid-run slows all of them alike.
 
 ``train``: items per second of an optimizer step (median over the measured steps of all rounds,
-after ``--warmup`` steps per round) for this package's trainer in its recipe configurations and
-for ``SentenceTransformerTrainer`` with MultipleNegativesRankingLoss (anchor = title, positive =
-description) and with TripletLoss (a random other item's description as the negative); the ratio
-of each row to the MNRL row of the same precision, read from the trainer's arguments (the rows
+after ``--warmup`` steps per round and ``--warmup_rounds`` untimed rounds of every row) for this
+package's trainer in its recipe configurations and for ``SentenceTransformerTrainer`` with
+MultipleNegativesRankingLoss (anchor = title, positive = description) and with TripletLoss (a
+random other item's description as the negative); the ratio of each row to the MNRL row of the
+same precision, read from the trainer's arguments (the rows
 labelled bf16 run under bf16 autocast on any CPU with bf16 instructions, AMX or AVX512-BF16; on
 other CPUs they are left out). ``--device cuda`` runs both sides on the GPU, where every bf16 row
 runs (under the GPU's bf16 autocast) and the fp32 rows stay fp32 (TF32 off, torch's default).
@@ -29,6 +30,7 @@ they time what emulated bf16 costs a CPU without those instructions.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import os
 import platform
@@ -44,10 +46,12 @@ from datasets import Dataset
 from step_timer import StepProfiler, StepTimer
 from transformers import AutoTokenizer
 
+from metricbert_trainer.base import modeling
 from metricbert_trainer.base.modeling import DEFAULT_MODEL, load_masked_lm, resolve_model_name
 from metricbert_trainer.data.catalog import load_catalog
 from metricbert_trainer.evaluation.encoding import encode_texts
 from metricbert_trainer.metricbert.config import MetricBertConfig
+from metricbert_trainer.metricbert.shared_neighbours import SharedNeighbours
 from metricbert_trainer.metricbert.trainer import MetricBertTrainer
 from metricbert_trainer.scripts.arguments import DataArguments, ModelArguments, parse_recipe_args
 from metricbert_trainer.training.config import has_bf16_instructions
@@ -101,7 +105,12 @@ ONE_PASS = ONE_BATCH + ["--joint_field_pass", "true"]
 NO_ATTENTION_DROPOUT = ["--attention_dropout", "false"]
 # Dropout masks drawn two elements to a random number (``base.dropout_masks``), off by default.
 PAIRED_MASKS = ["--paired_draw_dropout", "true"]
+# Rows that train today's recipe with its MLM loss and shared-neighbour overlaps computed as before
+# 2026-12-07 (``as_before_2026_12_07``): that day's changes measured side by side, in one process.
+AS_BEFORE = "MLM loss and overlaps as before 2026-12-07"
 OURS = [
+    (f"ours: default recipe (bf16), {AS_BEFORE}", "recipes/wines/minilm.yaml", []),
+    (f"ours: default recipe, fp32, {AS_BEFORE}", "recipes/wines/minilm.yaml", FP32),
     ("ours: default recipe (MLM, guard, filter, teacher; bf16 autocast)", "recipes/wines/minilm.yaml", []),
     ("ours: default recipe (bf16), one padded batch per field", "recipes/wines/minilm.yaml", ONE_BATCH),
     ("ours: default recipe (bf16), one pass for both fields", "recipes/wines/minilm.yaml", ONE_PASS),
@@ -187,6 +196,28 @@ OURS = [
     ("ours: paper objective, fp32, one padded batch per field", "recipes/wines/paper.yaml", FP32 + ONE_BATCH),
     ("ours: paper objective, fp32, 4 length groups", "recipes/wines/paper.yaml", FP32),
 ]
+
+
+@contextlib.contextmanager
+def as_before_2026_12_07():
+    """Inside, the trainer computes the MLM loss from the head's logits (``F.cross_entropy`` of
+    every masked token's 30,522 logits in fp32) and the shared-neighbour overlaps by comparing every
+    entry of two sets with every entry of the other, as it did before 2026-12-07."""
+
+    def logits_cross_entropy(model, head, hidden, targets):
+        return torch.nn.functional.cross_entropy(head(hidden).float(), targets)
+
+    def pairwise_overlaps(self, rows):
+        sets = torch.cat([rows[:, None], self.lists.to(rows.device)[rows]], dim=1)
+        shared = (sets[:, None, :, None] == sets[None, :, None, :]).sum(dim=(2, 3)).float()
+        return shared / (2 * sets.shape[1] - shared)
+
+    loss, overlaps = modeling.head_cross_entropy, SharedNeighbours.overlaps
+    modeling.head_cross_entropy, SharedNeighbours.overlaps = logits_cross_entropy, pairwise_overlaps
+    try:
+        yield
+    finally:
+        modeling.head_cross_entropy, SharedNeighbours.overlaps = loss, overlaps
 
 
 def our_trainer(
@@ -332,7 +363,8 @@ def run_training(arguments: argparse.Namespace) -> None:
     measured: dict[str, list[float]] = {label: [] for label, _ in configurations}
     cache_seconds: dict[str, list[float]] = {label: [] for label, _ in configurations}
     precision: dict[str, str] = {}
-    for round_index in range(arguments.rounds):
+    # Rounds below 0 warm the process up and are not timed (``--warmup_rounds``).
+    for round_index in range(-arguments.warmup_rounds, arguments.rounds):
         for label, build in configurations:
             timer = StepTimer()
             profiled = bool(arguments.profile) and round_index == 0
@@ -350,13 +382,16 @@ def run_training(arguments: argparse.Namespace) -> None:
                     )
                 precision[label] = "bf16" if trainer.args.bf16 else "fp32"
                 spent = time_guide_cache(trainer)
-                trainer.train()
+                with as_before_2026_12_07() if AS_BEFORE in label else contextlib.nullcontext():
+                    trainer.train()
             # The profiled steps run slower (the profiler records every operator): not timed.
             timed = timer.durations[arguments.warmup + (PROFILED_STEPS if profiled else 0) :]
-            measured[label] += timed
-            cache_seconds[label].append(sum(spent))
+            if round_index >= 0:
+                measured[label] += timed
+                cache_seconds[label].append(sum(spent))
             print(
-                f"round {round_index + 1}: {label}: {BATCH_SIZE / statistics.median(timed):.2f} items/s"
+                ("warm-up round" if round_index < 0 else f"round {round_index + 1}")
+                + f": {label}: {BATCH_SIZE / statistics.median(timed):.2f} items/s"
                 + (f", guide cache {sum(spent):.2f} s" if spent else ""),
                 flush=True,
             )
@@ -370,7 +405,8 @@ def run_training(arguments: argparse.Namespace) -> None:
     print(
         header(
             arguments,
-            f"{arguments.rounds} rounds x {arguments.steps} measured steps ({arguments.warmup} warm-up steps per round)",
+            f"{arguments.rounds} rounds x {arguments.steps} measured steps ({arguments.warmup} warm-up steps per round, "
+            f"after {arguments.warmup_rounds} untimed round{'s' if arguments.warmup_rounds != 1 else ''})",
         )
     )
     print(
@@ -520,6 +556,13 @@ def main(argv: list[str] | None = None) -> None:
     train = commands.add_parser("train")
     train.add_argument("--rounds", type=int, default=2)
     train.add_argument("--warmup", type=int, default=2)
+    train.add_argument(
+        "--warmup_rounds",
+        type=int,
+        default=1,
+        help="Untimed rounds of every row first: the first row a process trains otherwise pays its one-time "
+        "costs (on an AMX Xeon its first round ran at 0.75 of its later ones, 2026-12-07).",
+    )
     train.add_argument("--steps", type=int, default=8)
     train.add_argument(
         "--only",

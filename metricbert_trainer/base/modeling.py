@@ -25,6 +25,7 @@ import torch.nn.functional as F
 from transformers import AutoModelForMaskedLM, PreTrainedModel
 
 from metricbert_trainer.base.model_folders import check_model_folder
+from metricbert_trainer.base.vocabulary_loss import head_cross_entropy
 
 logger = logging.getLogger(__name__)
 
@@ -276,9 +277,11 @@ class MaskedTokenLoss:
         if token_count == 0:
             mlm_loss = anchor.sum() * 0.0
         else:
-            predicted = torch.cat(self.predicted)
-            logits = predicted if self.head is None else self.head(predicted)
-            mlm_loss = F.cross_entropy(logits.float(), torch.cat(self.targets))
+            predicted, targets = torch.cat(self.predicted), torch.cat(self.targets)
+            if self.head is None:
+                mlm_loss = F.cross_entropy(predicted.float(), targets)
+            else:
+                mlm_loss = head_cross_entropy(self.model, self.head, predicted, targets)
         return {"mlm_loss": mlm_loss, "mlm_tokens": torch.tensor(float(token_count))}
 
 

@@ -21,7 +21,6 @@ import time
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 from torch.utils.data import DataLoader
 from tqdm.auto import tqdm
 
@@ -36,6 +35,7 @@ from metricbert_trainer.base.modeling import (
     mlm_head_own_parameters,
     whole_copy,
 )
+from metricbert_trainer.base.vocabulary_loss import head_cross_entropy
 from metricbert_trainer.metricbert.word_prior import set_output_bias
 
 logger = logging.getLogger(__name__)
@@ -91,7 +91,7 @@ def frozen_masked_states(
 def head_loss(model: torch.nn.Module, states: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
     """The MLM loss of the head alone on ``frozen_masked_states``' output."""
     hidden, labels = states
-    return F.cross_entropy(find_mlm_head(model)(hidden).float(), labels)
+    return head_cross_entropy(model, find_mlm_head(model), hidden, labels)
 
 
 def warm_up_mlm_head(

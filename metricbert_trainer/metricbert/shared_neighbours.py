@@ -156,5 +156,12 @@ class SharedNeighbours:
         """``[B, B]`` Jaccard overlaps of the items ``rows``' neighbour sets, each set holding the
         item and its listed neighbours."""
         sets = torch.cat([rows[:, None], self.lists.to(rows.device)[rows]], dim=1)
-        shared = (sets[:, None, :, None] == sets[None, :, None, :]).sum(dim=(2, 3)).float()
+        # The pairs of equal entries of two sets, counted as the product of how often each id is
+        # in each: a [B, ids] x [ids, B] product instead of comparing B x B x K x K entries (21 ms
+        # of a 2-core step with 51 entries a set). The counts are small whole numbers, exact in fp32.
+        ids, slots = torch.unique(sets, return_inverse=True)
+        counts = torch.zeros(len(sets), len(ids), device=sets.device)
+        counts.scatter_add_(1, slots, torch.ones_like(slots, dtype=counts.dtype))
+        with torch.autocast(sets.device.type, enabled=False):
+            shared = counts @ counts.T
         return shared / (2 * sets.shape[1] - shared)

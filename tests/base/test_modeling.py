@@ -192,7 +192,9 @@ def test_one_head_call_scores_the_masked_tokens_of_every_field_and_group(
     batch = masked_wine_batch(wines_csv, tokenizer, rows=10)
     model = dropout_free_metric_model(tiny_model_path)
     calls = []
-    find_mlm_head(model).register_forward_hook(lambda module, inputs, output: calls.append(output.shape[0]))
+    find_mlm_head(model).register_forward_hook(
+        lambda module, inputs, output: calls.append(inputs[0].shape[0])
+    )
     outputs = model(metric_batch=batch, fields=("title", "description"), length_groups=3)
     masked_tokens = sum(
         int((field_inputs(batch, name)["labels"] != -100).sum()) for name in ("title", "description")

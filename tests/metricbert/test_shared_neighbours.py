@@ -310,3 +310,17 @@ def test_a_catalog_too_small_for_k_trains_without_shared_neighbours_and_says_so(
         trainer.train()
     assert trainer.teacher_parts.shared_neighbours is None and trainer.state.global_step == 1
     assert "the catalog has 40 items, too few for that many neighbours" in caplog.text
+
+
+def test_the_overlaps_count_every_pair_of_equal_entries_also_under_bf16_autocast():
+    # Lists with repeated entries and FAISS's -1 for a missing neighbour: the overlap counts each
+    # equal pair of two sets' entries, as comparing every entry with every other does.
+    lists = torch.randint(-1, 30, (60, 20), generator=torch.Generator().manual_seed(0))
+    neighbours = SharedNeighbours(lists, [[b"t%d" % i for i in range(60)], [b"d%d" % i for i in range(60)]])
+    rows = torch.tensor([4, 17, 4, 59, 0, 33])
+    sets = torch.cat([rows[:, None], lists[rows]], dim=1)
+    shared = (sets[:, None, :, None] == sets[None, :, None, :]).sum(dim=(2, 3)).float()
+    expected = shared / (2 * sets.shape[1] - shared)
+    assert torch.equal(neighbours.overlaps(rows), expected)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert torch.equal(neighbours.overlaps(rows), expected)
