@@ -43,11 +43,15 @@ def head_cross_entropy(
     model: torch.nn.Module, head: torch.nn.Module, hidden: torch.Tensor, targets: torch.Tensor
 ) -> torch.Tensor:
     """``F.cross_entropy(head(hidden).float(), targets)``, through ``vocabulary_cross_entropy``
-    where the head's last layer is the model's output embeddings (a linear decoder, as in BERT's
-    and RoBERTa's heads) and its parameters are whole on this process; the plain way elsewhere
-    (ZeRO-3 and FSDP2 gather a layer's shards only for its own call, and other heads may do more
-    after the decoder)."""
-    decoder = _fusable_decoder(model, head)
+    on a CPU where the head's last layer is the model's output embeddings (a linear decoder, as in
+    BERT's and RoBERTa's heads) and its parameters are whole on this process; the plain way
+    elsewhere: ZeRO-3 and FSDP2 gather a layer's shards only for its own call, other heads may do
+    more after the decoder, a GPU's caching allocator keeps the memory that a CPU faults in afresh
+    (and its step is bound by kernel launches, which the rows a few at a time would add: not
+    measured there), and ``torch.compile`` traces the plain loss as it is."""
+    decoder = None
+    if hidden.device.type == "cpu" and not torch.compiler.is_compiling():
+        decoder = _fusable_decoder(model, head)
     if decoder is None:
         return F.cross_entropy(head(hidden).float(), targets)
     # The head runs as it is, its decoder's call replaced by the loss (the head returns it as is).
@@ -59,9 +63,10 @@ def head_cross_entropy(
 
 
 def _fusable_decoder(model: torch.nn.Module, head: torch.nn.Module) -> torch.nn.Linear | None:
-    if head not in _DECODERS:
-        _DECODERS[head] = _returned_decoder(model, head)
-    decoder = _DECODERS[head]
+    decoder = _DECODERS.get(head)
+    if head not in _DECODERS or (decoder is not None and decoder is not model.get_output_embeddings()):
+        # First seen, or its output embeddings replaced since (``resize_token_embeddings``).
+        decoder = _DECODERS[head] = _returned_decoder(model, head)
     if decoder is None or isinstance(decoder.weight, DTensor) or hasattr(decoder.weight, "ds_id"):
         return None
     return decoder

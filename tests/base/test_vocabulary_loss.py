@@ -95,3 +95,15 @@ def test_a_frozen_decoder_gets_no_gradient_and_its_head_does(model):
     assert model.get_output_embeddings().weight.grad is None
     assert head.predictions.decoder.bias.grad is not None
     assert head.predictions.transform.dense.weight.grad is not None
+
+
+def test_a_resized_vocabulary_is_scored_by_its_new_decoder(model):
+    head = find_mlm_head(model)
+    hidden = torch.randn(7, model.config.hidden_size)
+    head_cross_entropy(model, head, hidden, torch.randint(0, model.config.vocab_size, (7,)))
+    model.resize_token_embeddings(model.config.vocab_size + 8)
+    # Words only the new table has: the loss must read the resized decoder, not the first one.
+    targets = torch.arange(model.config.vocab_size - 7, model.config.vocab_size)
+    with torch.no_grad():
+        expected = F.cross_entropy(head(hidden).float(), targets)
+        torch.testing.assert_close(head_cross_entropy(model, head, hidden, targets), expected)
