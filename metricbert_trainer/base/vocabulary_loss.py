@@ -35,8 +35,9 @@ ROWS_AT_A_TIME = 16
 ROW_MULTIPLE = 64
 
 
-# Per head, its decoder when the head returns that layer's output as it is (else None); read once.
-_DECODERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+# Per head: the decoder it was probed with, and whether the head returns that decoder's output as
+# it is. A replaced decoder (``resize_token_embeddings``) is probed again.
+_PROBED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def head_cross_entropy(
@@ -63,28 +64,26 @@ def head_cross_entropy(
 
 
 def _fusable_decoder(model: torch.nn.Module, head: torch.nn.Module) -> torch.nn.Linear | None:
-    decoder = _DECODERS.get(head)
-    if head not in _DECODERS or (decoder is not None and decoder is not model.get_output_embeddings()):
-        # First seen, or its output embeddings replaced since (``resize_token_embeddings``).
-        decoder = _DECODERS[head] = _returned_decoder(model, head)
-    if decoder is None or isinstance(decoder.weight, DTensor) or hasattr(decoder.weight, "ds_id"):
-        return None
-    return decoder
-
-
-def _returned_decoder(model: torch.nn.Module, head: torch.nn.Module) -> torch.nn.Linear | None:
-    """The model's output embeddings when they are a linear layer of ``head`` whose output the
-    head returns unchanged, found by a probe of one row whose decoder output is swapped for a
-    marker; None otherwise."""
+    """The model's output embeddings, when they are a linear layer with whole parameters whose output
+    ``head`` returns unchanged; None otherwise."""
     decoder = model.get_output_embeddings()
     if (
         not isinstance(decoder, torch.nn.Linear)
-        or "forward" in vars(decoder)
-        or isinstance(decoder.weight, DTensor)
-        or hasattr(decoder.weight, "ds_id")
-        or not any(module is decoder for module in head.modules())
+        or isinstance(decoder.weight, DTensor)  # FSDP2 shards
+        or hasattr(decoder.weight, "ds_id")  # ZeRO-3 partitions
     ):
         return None
+    probed = _PROBED.get(head)
+    if probed is None or probed[0] is not decoder:
+        probed = _PROBED[head] = (decoder, _returns_decoder_output(model, head, decoder))
+    return decoder if probed[1] else None
+
+
+def _returns_decoder_output(model: torch.nn.Module, head: torch.nn.Module, decoder: torch.nn.Linear) -> bool:
+    """Whether ``head`` returns ``decoder``'s output as it is, found by a probe of one row whose
+    decoder output is swapped for a marker."""
+    if "forward" in vars(decoder) or not any(module is decoder for module in head.modules()):
+        return False
     marker = torch.empty(0)
     handle = decoder.register_forward_hook(lambda module, inputs, output: marker)
     try:
@@ -95,7 +94,7 @@ def _returned_decoder(model: torch.nn.Module, head: torch.nn.Module) -> torch.nn
             returned = head.forward(probe)  # not ``head(probe)``: the head's own hooks see real calls only
     finally:
         handle.remove()
-    return decoder if returned is marker else None
+    return returned is marker
 
 
 def vocabulary_cross_entropy(
