@@ -23,6 +23,12 @@ for each case, the variant's value (mean ± spread) / the default's: the differe
 seeds the allowance in brackets (bold when the difference is below it), from the results files the
 quality tables' command wrote: each pair is a study's results file (the variant's rows) and its
 base's (the default's rows). It trains and ranks nothing.
+
+The default ranking is today's (``quality_tables.DEFAULT_RANKING``: TF-IDF 0.3 over the joined fields,
+20 shared neighbours at 0.25). Screens read before 2026-12-06 were read, as their rules said, in
+the default of their day (TF-IDF 0.3 per field, 50 shared neighbours at 0.5):
+``--category-ranking until-2026-12-06`` reads them so again. The three teachers of issue #88 item 3
+(2026-12-07) were read that way too by mistake; docs/quality.md gives both readings.
 """
 
 from __future__ import annotations
@@ -54,11 +60,22 @@ GAINED = ("map", "ndcg@20")
 VIEWS = ("plain", "masked")
 POOL_COLUMNS = {"map": "MAP", "ndcg%20": "NDCG%20"}
 POOL_P_VALUE = 0.05
+# How a category benchmark's rows are named in the ranking the rule reads: today's default, or the
+# default until 2026-12-06 (the hybrid re-ranked by 50 shared neighbours), which older screens read.
+CATEGORY_RANKINGS = {
+    "default": lambda model: f"{model}{DEFAULT_RANKING}",
+    "until-2026-12-06": reranked,
+}
 
 
 def of_seeds(rows: list[dict], train_seeds: Sequence[int] | None) -> list[dict]:
     """The rows of these training seeds (every row when None)."""
     return rows if train_seeds is None else [row for row in rows if row.get("train_seed") in train_seeds]
+
+
+def read(options: argparse.Namespace, benchmark: str) -> bool:
+    """Whether the reading reads ``benchmark`` (``--only``; every benchmark by default)."""
+    return options.only is None or benchmark in options.only
 
 
 def compared_seeds(case: str, seeds: int, default_seeds: int, train_seeds: Sequence[int] | None) -> None:
@@ -87,7 +104,8 @@ def reading(options: argparse.Namespace) -> tuple[list[str], bool]:
         "|---|---|" + "---:|" * len(COLUMNS) + ("---|" if counting_gains else ""),
     ]
     passed, gained_cases, pool_lines = True, 0, []
-    variant_name, default_name = reranked(options.variant), reranked(TRAINED)
+    ranked = CATEGORY_RANKINGS[options.category_ranking]
+    variant_name, default_name = ranked(options.variant), ranked(TRAINED)
     for variant_results, default_results in options.pairs:
         # (benchmark, split, view, model) -> metric -> the values over training seeds.
         variant_rows = of_seeds(read_rows(Path(variant_results)), options.train_seeds)
@@ -102,7 +120,7 @@ def reading(options: argparse.Namespace) -> tuple[list[str], bool]:
         benchmarks = dict.fromkeys(
             benchmark
             for (benchmark, _, _, model), metrics in variants.items()
-            if model == variant_name and "mpr" in metrics
+            if model == variant_name and "mpr" in metrics and read(options, benchmark)
         )
         for benchmark in benchmarks:
             for view in VIEWS:
@@ -135,11 +153,13 @@ def reading(options: argparse.Namespace) -> tuple[list[str], bool]:
         lines_of_pair, pair_passed = pool_reading(options, variant_rows, default_rows)
         pool_lines += lines_of_pair
         passed = passed and pair_passed
-    if len(lines) == 2 and not pool_lines:
-        raise SystemExit(f"No rows of {options.variant!r} in the results files: {options.pairs}.")
+    if len(lines) == 2:  # the header alone: no category benchmark read
+        if not pool_lines:
+            raise SystemExit(f"No rows of {options.variant!r} in the results files: {options.pairs}.")
+        lines = []
     if pool_lines:
         lines += [
-            "",
+            *([""] if lines else []),
             "| benchmark | ranking | "
             + " | ".join(POOL_COLUMNS.values())
             + " | pools' AP up / down, Wilcoxon p |",
@@ -177,7 +197,10 @@ def pool_reading(
     pool_benchmarks = dict.fromkeys(
         row["benchmark"]
         for row in variant_rows
-        if "per_pool" in row and row["split"] == options.split and row["model"] == options.variant
+        if "per_pool" in row
+        and row["split"] == options.split
+        and row["model"] == options.variant
+        and read(options, row["benchmark"])
     )
     for benchmark in pool_benchmarks:
         for ranking, (variant_name, default_name) in rankings.items():
@@ -239,6 +262,16 @@ def build_parser() -> argparse.ArgumentParser:
         nargs="+",
         help="A screen: these training seeds of the variant against the same of the default "
         "(default: the means over every seed, a confirmation).",
+    )
+    parser.add_argument(
+        "--category-ranking",
+        choices=list(CATEGORY_RANKINGS),
+        default="default",
+        help="The ranking the category benchmarks are read in: today's default, or the default until "
+        "2026-12-06 (TF-IDF 0.3 per field, 50 shared neighbours at 0.5), which older screens read.",
+    )
+    parser.add_argument(
+        "--only", nargs="+", help="These benchmarks only (default: every one the variant has)."
     )
     parser.add_argument("--ruled", nargs="+", default=list(RULED), choices=list(COLUMNS))
     parser.add_argument("--floor", type=float, default=0.10, help="The smallest allowance.")
