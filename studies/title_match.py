@@ -57,10 +57,8 @@ def main() -> None:
         catalog = load_catalog(path)
         rows = np.random.default_rng(args.seed).permutation(len(catalog))[: args.items]
         titles, descriptions = (
-            encode_texts(
-                model, tokenizer, [catalog.texts(field)[row] for row in rows], max_length=args.max_length
-            )
-            for field in ("title", "description")
+            encode_texts(model, tokenizer, [texts[row] for row in rows], max_length=args.max_length)
+            for texts in (catalog.texts("title"), catalog.texts("description"))
         )
         print(f"{path}: {title_match(titles, descriptions):.3f}")
 

@@ -11,6 +11,20 @@ from quality_tables import TRAINED, read_rows
 
 # The ranking the screens read before 2026-12-06 (and, by mistake, three screens of 2026-12-07).
 UNTIL = "--category-ranking=until-2026-12-06"
+# PyPI's screen of the per-catalog teacher: the default has one seed in today's ranking, three alone.
+PYPI_SCREEN = [
+    "--variant",
+    "teacher joined 0.3, 50 shared neighbours at 0.25",
+    "--only",
+    "pypi",
+    "--train-seeds",
+    "1",
+    "--spreads-of",
+    "alone",
+    "--pairs",
+    "docs/results/held_out_levers.jsonl",
+    "docs/results/held_out.jsonl",
+]
 
 
 @pytest.mark.parametrize(
@@ -47,6 +61,29 @@ UNTIL = "--category-ranking=until-2026-12-06"
             ],
             (1 + 2 * 2 + 1 + 2, 1 + 2 * 2),
         ),
+        # the per-catalog teacher on PyPI (one seed, allowances of the encoder alone) and the encoder
+        # alone on PyPI and Debian
+        ([*PYPI_SCREEN, "--ruled", "mpr", "map", "ndcg@20", "hr@100"], (1 + 2, 1 + 2)),
+        (
+            [*PYPI_SCREEN, "--ruled", "mpr", "map", "ndcg@20", "hr@100", "--category-ranking", "alone"],
+            (1 + 2, 1 + 2),
+        ),
+        (
+            [
+                "--variant",
+                "teacher joined 0.3, 50 shared neighbours at 0.25",
+                "--only",
+                "debian",
+                "--ruled",
+                "mpr",
+                "map",
+                "ndcg@20",
+                "hr@100",
+                "--category-ranking",
+                "alone",
+            ],
+            (1 + 2, 1 + 2),
+        ),
     ],
     ids=[
         "attention dropout confirmation",
@@ -55,6 +92,9 @@ UNTIL = "--category-ranking=until-2026-12-06"
         "paired masks screen",
         "paired masks screen, today's ranking",
         "third teacher screen, today's ranking",
+        "per-catalog teacher on PyPI",
+        "per-catalog teacher on PyPI, encoder alone",
+        "per-catalog teacher on Debian, encoder alone",
     ],
 )
 def test_the_quality_page_quotes_the_rows_the_results_give(reading, row_counts, monkeypatch, capsys):
@@ -227,3 +267,18 @@ def test_a_lever_meant_to_move_expert_judgments_must_gain_beyond_the_spread(tmp_
         out = read(gain)
         line = next(line for line in out if line.startswith("| csfcube | encoder alone"))
         assert f"a gain above {needed:.2f}" in line and out[-1] == f"rule: {verdict}", (gain, out)
+
+
+def test_a_screen_read_with_the_encoder_alones_spreads_fails_on_its_one_cell_below(monkeypatch, capsys):
+    """PyPI's default has one seed in today's ranking and three alone: --spreads-of alone takes the
+    allowances from the three. The per-catalog teacher's plain HR@100 (-0.80 against 0.70) is its
+    one ruled cell below; on the test seeds nothing is ruled."""
+    monkeypatch.chdir(REPO_ROOT)
+    lever_reading.main([*PYPI_SCREEN, "--ruled", "mpr", "map", "ndcg@20", "hr@100"])
+    out = capsys.readouterr().out
+    bold = [line for line in out.splitlines() if "**" in line]
+    assert out.endswith("rule: fails\n") and len(bold) == 1
+    assert bold[0].startswith("| pypi | plain") and bold[0].endswith("(0.70)** |")
+    lever_reading.main([*PYPI_SCREEN, "--split", "test"])
+    out = capsys.readouterr().out
+    assert "**" not in out and "rule" not in out
