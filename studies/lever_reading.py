@@ -138,6 +138,11 @@ def reading(options: argparse.Namespace) -> tuple[list[str], bool]:
                 # seeds ranked the other way (--spreads-of alone).
                 spread_name = TRAINED if options.spreads_of == "alone" else default_name
                 all_seeds = spreads_over[(benchmark, options.split, view, spread_name)]
+                if len(all_seeds["mpr"]) < 2:
+                    raise SystemExit(
+                        f"{benchmark} {view}: the default has {len(all_seeds['mpr'])} training seed ranked as "
+                        f"{spread_name!r}, too few for a spread; --spreads-of alone takes the encoder alone's."
+                    )
                 cells, above = [], []
                 for metric in COLUMNS:
                     difference = statistics.mean(variant[metric]) - statistics.mean(default[metric])

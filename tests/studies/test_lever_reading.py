@@ -282,3 +282,12 @@ def test_a_screen_read_with_the_encoder_alones_spreads_fails_on_its_one_cell_bel
     lever_reading.main([*PYPI_SCREEN, "--split", "test"])
     out = capsys.readouterr().out
     assert "**" not in out and "rule" not in out
+
+
+def test_spreads_of_one_seed_stop_the_reading_and_name_the_option_that_reads_three(monkeypatch):
+    """PyPI's default has one seed in today's ranking: its spread there does not exist, and the
+    reading says so (and how to read the encoder alone's) instead of failing inside statistics."""
+    monkeypatch.chdir(REPO_ROOT)
+    without = [argument for argument in PYPI_SCREEN if argument not in ("--spreads-of", "alone")]
+    with pytest.raises(SystemExit, match="pypi plain: the default has 1 training seed .*--spreads-of alone"):
+        lever_reading.main(without)
