@@ -227,8 +227,10 @@ def our_trainer(
     steps: int,
     output_dir: str,
     timer: StepTimer,
-    max_length: int = MAX_LENGTH,
+    max_length: int | None = MAX_LENGTH,
 ):
+    """The trainer of ``config_path`` with ``overrides`` on ``items`` for ``steps`` steps, timed by
+    ``timer``; ``max_length`` None keeps the recipe's own length."""
     model_args, data_args, args = parse_recipe_args(
         (ModelArguments, DataArguments, MetricBertConfig),
         ["--config", config_path, "--output_dir", output_dir, *overrides],
@@ -236,7 +238,7 @@ def our_trainer(
     args = dataclasses.replace(
         args,
         per_device_train_batch_size=BATCH_SIZE,
-        max_length=max_length,
+        max_length=args.max_length if max_length is None else max_length,
         max_steps=steps,
         save_strategy="no",
         eval_strategy="no",
