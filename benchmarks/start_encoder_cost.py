@@ -51,26 +51,17 @@ def main(argv: list[str] | None = None) -> None:
     for round_index in range(arguments.rounds):
         for start in arguments.starts:
             timer = StepTimer()
+            # The recipe's own length (256 tokens on CSFCube's abstracts), fp32 as the quality tables train.
+            overrides = ["--model_name_or_path", start, "--catalog", arguments.catalog]
+            overrides += ["--cpu_bf16", "false", "--eval_on_start", "false"]
             with tempfile.TemporaryDirectory() as output_dir:
-                # The recipe's own length (256 tokens on CSFCube's abstracts), fp32 as the quality tables train.
-                overrides = [
-                    "--model_name_or_path",
-                    start,
-                    "--catalog",
-                    arguments.catalog,
-                    "--cpu_bf16",
-                    "false",
-                ]
-                overrides += ["--eval_on_start", "false"]
                 trainer = our_trainer(RECIPE, overrides, items, total, output_dir, timer, max_length=None)
                 spent = time_guide_cache(trainer)
                 trainer.train()
-            steps[start] += timer.durations[arguments.warmup :]
+            timed = timer.durations[arguments.warmup :]
+            steps[start] += timed
             cache[start].append(sum(spent) / len(items))
-            print(
-                f"round {round_index + 1}: {start}: {statistics.median(timer.durations[arguments.warmup :]):.2f} s a step",
-                flush=True,
-            )
+            print(f"round {round_index + 1}: {start}: {statistics.median(timed):.2f} s a step", flush=True)
     print(
         f"\n{cpu_name()}, {torch.get_num_threads()} threads, torch {torch.__version__}; {len(items)} items of "
         f"{arguments.catalog}; {arguments.rounds} rounds x {arguments.steps} timed steps of {BATCH_SIZE} "

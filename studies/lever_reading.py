@@ -189,6 +189,16 @@ def rows_of(rows: list[dict], benchmark: str, split: str, model: str) -> list[di
     ]
 
 
+def paired_pools(differences: Sequence[float]) -> tuple[int, int, float, bool]:
+    """Per-pool differences (one ranking's value minus another's): the pools up, the pools down, the
+    Wilcoxon signed-rank test's two-sided p over the pools that changed (1 when none did), and
+    whether the first ranking is lower by it (p below ``POOL_P_VALUE`` with a negative mean)."""
+    changed = [difference for difference in differences if difference != 0]
+    p_value = wilcoxon(changed).pvalue if changed else 1.0
+    lower = p_value < POOL_P_VALUE and statistics.mean(differences) < 0
+    return sum(d > 0 for d in changed), sum(d < 0 for d in changed), p_value, lower
+
+
 def pool_reading(
     options: argparse.Namespace, variant_rows: list[dict], default_rows: list[dict]
 ) -> tuple[list[str], bool]:
@@ -245,10 +255,9 @@ def pool_reading(
                     strict=True,
                 )
             ]
-            changed = [difference for difference in per_pool if difference != 0]
-            p_value = wilcoxon(changed).pvalue if changed else 1.0
-            text = f"{sum(d > 0 for d in changed)} / {sum(d < 0 for d in changed)}, p = {p_value:.2f}"
-            if ruled and p_value < POOL_P_VALUE and statistics.mean(per_pool) < 0:
+            up, down, p_value, lower = paired_pools(per_pool)
+            text = f"{up} / {down}, p = {p_value:.2f}"
+            if ruled and lower:
                 text, passed = f"**{text}**", False
             cells.append(text)
             lines.append(f"| {benchmark} | {ranking} | " + " | ".join(cells) + " |")

@@ -24,9 +24,8 @@ import json
 import statistics
 from pathlib import Path
 
-from lever_reading import POOL_COLUMNS, POOL_P_VALUE
+from lever_reading import POOL_COLUMNS, paired_pools
 from quality_tables import DEFAULT_RANKING, TRAINED, ZERO_SHOT, read_rows
-from scipy.stats import wilcoxon
 
 from metricbert_trainer.evaluation.hybrid import DEFAULT_TFIDF_MODE, DEFAULT_TFIDF_WEIGHT
 from metricbert_trainer.evaluation.shared_neighbours import DEFAULT_NEIGHBOURS, DEFAULT_WEIGHT
@@ -45,12 +44,10 @@ SETTINGS = {
 }
 
 
-def start_rows(path: Path, model: str) -> list[dict]:
+def start_rows(rows: list[dict], model: str) -> list[dict]:
     """The quality tables' CSFCube dev rows of ``model`` (one per training seed, or the start's one)."""
     return [
-        row
-        for row in read_rows(path)
-        if (row["benchmark"], row["split"], row["model"]) == ("csfcube", "dev", model)
+        row for row in rows if (row["benchmark"], row["split"], row["model"]) == ("csfcube", "dev", model)
     ]
 
 
@@ -65,7 +62,7 @@ def reading(reports: dict[str, dict], tables: Path, spreads: float, floor: float
         "| ranking | MAP | NDCG%20 | pools' AP up / down, Wilcoxon p |",
         "|---|---:|---:|---|",
     ]
-    passed = True
+    passed, rows = True, read_rows(tables)
     for ranking, suffix in RANKINGS.items():
         report = reports[ranking]
         settings = (
@@ -77,10 +74,13 @@ def reading(reports: dict[str, dict], tables: Path, spreads: float, floor: float
         wanted = SETTINGS[ranking]
         if any(want is not None and have != want for have, want in zip(settings, wanted, strict=True)):
             raise SystemExit(f"{ranking}: the report was ranked with {settings}, not {wanted}.")
-        (start,) = start_rows(tables, f"{ZERO_SHOT}{suffix}")
-        trained = start_rows(tables, f"{TRAINED}{suffix}")
+        (start,) = start_rows(rows, f"{ZERO_SHOT}{suffix}")
+        trained = start_rows(rows, f"{TRAINED}{suffix}")
         if len(report["per_pool"]) != len(start["per_pool"]["map"]):
-            raise SystemExit(f"{ranking}: the report ranks {len(report['per_pool'])} pools, the tables 24.")
+            raise SystemExit(
+                f"{ranking}: the report ranks {len(report['per_pool'])} pools, the tables "
+                f"{len(start['per_pool']['map'])}."
+            )
         cells = []
         for metric in POOL_COLUMNS:
             value, minilm = report["metrics"][metric], start["metrics"][metric]
@@ -100,10 +100,9 @@ def reading(reports: dict[str, dict], tables: Path, spreads: float, floor: float
             other - own
             for other, own in zip(pool_values(report, "map"), start["per_pool"]["map"], strict=True)
         ]
-        changed = [difference for difference in differences if difference != 0]
-        p_value = wilcoxon(changed).pvalue if changed else 1.0
-        text = f"{sum(d > 0 for d in changed)} / {sum(d < 0 for d in changed)}, p = {p_value:.3f}"
-        if p_value < POOL_P_VALUE and statistics.mean(differences) < 0:
+        up, down, p_value, lower = paired_pools(differences)
+        text = f"{up} / {down}, p = {p_value:.3f}"
+        if lower:
             text, passed = f"**{text}**", False
         cells.append(text)
         lines.append(f"| {ranking} | " + " | ".join(cells) + " |")
