@@ -13,6 +13,7 @@
     python benchmarks/million_items.py max-length --texts 1000000
     python benchmarks/million_items.py drawn-candidates --items 300000
     python benchmarks/million_items.py recommend --items 1000000
+    python benchmarks/million_items.py index --items 1000000
     python benchmarks/million_items.py update-cache --items 1000000 --added 1000
     python benchmarks/million_items.py shared-encoding --texts 200000 --processes 1 2
     python benchmarks/million_items.py recommend --items 20000 --candidates 0 --all
@@ -107,6 +108,12 @@ among ``--all-candidates`` (``recommend --candidates``; 0 compares every pair), 
 ``table-recall`` compares a table already written (by any ``recommend --all`` command, whose
 options follow ``--``) in the same way.
 
+``index``: ``metricbert index`` of the same catalog and synthetic cache (the ``recommend`` run's
+files when they are there), then ``metricbert recommend --index`` for three items, ``--calls``
+times each, once more with the index's files dropped from the page cache (read from disk, as after a restart),
+and ``recommend --item`` for each with the build's options (its caches read back): the build's
+time and peak, each answer's, and whether both print the same listing.
+
 ``update-cache``: ``metricbert encode --cache`` on a catalog of ``--items`` items (the recommend
 row's catalog and synthetic cache) that gained ``--added`` new items: the time and peak memory of
 the whole command, which reads back every text the cache holds and encodes the new items' alone;
@@ -171,6 +178,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import json
 import os
 import re
 import statistics
@@ -1365,9 +1373,7 @@ def run_recommend(arguments: argparse.Namespace) -> None:
         "--catalog", str(catalog), *asked, "--cache", str(cache),
         "--shared-neighbour-candidates", str(arguments.candidates),
     ]  # fmt: skip
-    print(
-        f"`metricbert {' '.join(command[3:])}`, the defaults otherwise (TF-IDF 0.3, 50 shared neighbours)\n"
-    )
+    print(f"`metricbert {' '.join(command[3:])}`, the ranking's defaults otherwise ({default_ranking()})\n")
     print("| items | call | s | peak RSS GiB |\n|---:|---|---:|---:|")
     for call in ("first (fits, lists, writes the caches)", "second (reads them back)"):
         finished, seconds, peak, _ = timed_command(command)
@@ -1377,6 +1383,93 @@ def run_recommend(arguments: argparse.Namespace) -> None:
         print(table_summary(table))
     if arguments.all and arguments.recall_sample:
         print(table_recall(command, table, arguments.recall_sample))
+
+
+def evict_from_page_cache(folder: Path) -> None:
+    """The files of ``folder`` dropped from the page cache (``POSIX_FADV_DONTNEED``, which needs no
+    privilege for files written and synced), so that the next reader reads them from disk, as after
+    a restart."""
+    for path in folder.iterdir():
+        with open(path, "rb") as handle:
+            os.fsync(handle.fileno())
+            os.posix_fadvise(handle.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+
+
+def default_ranking() -> str:
+    """The ranking ``recommend`` and ``index`` use by default, in words, from the library's defaults."""
+    from metricbert_trainer.evaluation.hybrid import DEFAULT_TFIDF_MODE, DEFAULT_TFIDF_WEIGHT, TFIDF_VIEWS
+    from metricbert_trainer.evaluation.shared_neighbours import DEFAULT_NEIGHBOURS, DEFAULT_WEIGHT
+
+    return (
+        f"TF-IDF {DEFAULT_TFIDF_WEIGHT:g} over the {TFIDF_VIEWS[DEFAULT_TFIDF_MODE]}, "
+        f"{DEFAULT_NEIGHBOURS} shared neighbours at {DEFAULT_WEIGHT:g}"
+    )
+
+
+def run_index(arguments: argparse.Namespace) -> None:
+    """``metricbert index`` of ``--items`` items, then ``metricbert recommend --index`` as a user asks
+    it, each call a process of its own: the build (TF-IDF fitted and the lists searched anew, unless
+    ``--keep-caches``), each of three items' answers (median of ``--calls`` and the largest peak),
+    and whether the answer is the one ``recommend --item`` prints with the build's options and its
+    kept caches (that call timed too)."""
+    import sys
+
+    from metricbert_trainer.base.modeling import DEFAULT_MODEL, resolve_model_name
+
+    OUTPUTS.mkdir(parents=True, exist_ok=True)
+    catalog, cache = OUTPUTS / f"catalog-{arguments.items}.csv", OUTPUTS / f"embeddings-{arguments.items}.npz"
+    if catalog.is_file() and cache.is_file():
+        print(
+            f"Reusing {catalog.name} and {cache.name} (python benchmarks/million_items.py recommend wrote them)."
+        )
+    else:
+        catalog, cache = prepared_recommend_files(arguments.items, OUTPUTS)
+    if not arguments.keep_caches:
+        for kept in cache.parent.glob(f"{cache.stem}.*.npz"):
+            kept.unlink()
+    index = OUTPUTS / f"index-{arguments.items}"
+    options = [
+        "--model", resolve_model_name(DEFAULT_MODEL), "--catalog", str(catalog), "--cache", str(cache),
+        "--shared-neighbour-candidates", str(arguments.candidates),
+    ]  # fmt: skip
+    cli = [sys.executable, "-m", "metricbert_trainer.cli"]
+    print(
+        f"`metricbert index {' '.join(options)} --output {index} --overwrite`, the ranking's defaults ({default_ranking()})\n"
+    )
+    print("| call | s | peak RSS GiB |\n|---|---:|---:|")
+    caches = "kept caches read back" if arguments.keep_caches else "TF-IDF fitted, lists searched"
+    _, seconds, peak, _ = timed_command([*cli, "index", *options, "--output", str(index), "--overwrite"])
+    size = sum(path.stat().st_size for path in index.iterdir()) / 2**30
+    print(f"| index built ({caches}; {size:.2f} GiB on disk) | {seconds:.1f} | {peak:.2f} |", flush=True)
+    count = json.loads((index / "index.json").read_text(encoding="utf-8"))[
+        "items"
+    ]  # rows without a text dropped
+    for item in ("item-0", f"item-{count // 2}", f"item-{count - 1}"):
+        calls = [
+            timed_command([*cli, "recommend", "--index", str(index), "--item", item])
+            for _ in range(arguments.calls)
+        ]
+        seconds = [spent for _, spent, _, _ in calls]
+        peak = max(peak for _, _, peak, _ in calls)
+        answer = calls[0][0].stdout
+        print(
+            f"| `recommend --index` {item}, {arguments.calls} calls: median (range) | "
+            f"{statistics.median(seconds):.2f} ({min(seconds):.2f}-{max(seconds):.2f}) | {peak:.2f} |",
+            flush=True,
+        )
+        evict_from_page_cache(index)
+        _, seconds, peak, _ = timed_command([*cli, "recommend", "--index", str(index), "--item", item])
+        print(
+            f"| `recommend --index` {item}, the index's files read from disk | {seconds:.2f} | {peak:.2f} |",
+            flush=True,
+        )
+        prepared, seconds, peak, _ = timed_command([*cli, "recommend", *options, "--item", item])
+        same = "the same listing" if prepared.stdout == answer else "ANOTHER LISTING"
+        print(
+            f"| `recommend --item` {item}, caches read back: {same} | {seconds:.1f} | {peak:.2f} |",
+            flush=True,
+        )
+    print("\n" + answer)
 
 
 def table_summary(table: Path) -> str:
@@ -1421,7 +1514,7 @@ def table_recall(command: list[str], table: Path, sample: int) -> str:
 
     args = build_parser().parse_args(command[3:])
     catalog = load_cli_catalog(args)
-    scorer = command_scorer(args)
+    scorer, _ = command_scorer(args, catalog)
     drawn = np.sort(np.random.default_rng(0).choice(len(catalog), size=sample, replace=False))
     nearest = scorer.nearest_ranker(catalog, args.top_k)
     # A few rows at a time: each holds several [rows, N] arrays while the fusion standardises them.
@@ -1744,6 +1837,16 @@ def main() -> None:
         help="With --all: compare the table's rows of this many items with the exact ranking.",
     )
     recommend.set_defaults(run=run_recommend)
+    index = commands.add_parser(
+        "index", help="metricbert index at --items items, then recommend --index against recommend --item."
+    )
+    index.add_argument("--items", type=int, default=20_000)
+    index.add_argument("--candidates", type=int, default=200, help="--shared-neighbour-candidates.")
+    index.add_argument("--calls", type=int, default=5, help="recommend --index calls per item.")
+    index.add_argument(
+        "--keep-caches", action="store_true", help="Build from the TF-IDF and lists caches a run kept."
+    )
+    index.set_defaults(run=run_index)
     update = commands.add_parser(
         "update-cache",
         help="metricbert encode on a catalog of --items that gained --added items since its cache.",

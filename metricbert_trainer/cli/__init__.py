@@ -3,6 +3,8 @@
     metricbert evaluate --model PATH --catalog CSV --annotations FILE [--scorer metric_inf] [--tfidf-weight W]
         [--output JSON]   (FILE: annotated seeds, or expert-graded pools as .jsonl or .qrels)
     metricbert recommend --model PATH --catalog CSV --item ID [--top-k 10] [--tfidf-weight W]
+    metricbert index --model PATH --catalog CSV --output DIR   (the ranking kept, for the next line)
+    metricbert recommend --index DIR --item ID [--top-k 10]   (in under a second at a million items)
     metricbert encode --model PATH --catalog CSV --cache items.npz   (accelerate launch -m shares it among processes)
     metricbert compare --catalog CSV --annotations FILE --baselines tfidf lda --models PATH [...]
         [--sbert PATH ...] [--recobert PATH ...] --output-dir DIR
@@ -22,31 +24,40 @@ given ``--cache FILE`` or ``--no-cache`` (``evaluation.cache_folder``).
 from __future__ import annotations
 
 import argparse
+import importlib
 import logging
 import sys
 from collections.abc import Sequence
 
-from metricbert_trainer.cli import (
-    compare,
-    consolidate,
-    encode,
-    evaluate,
-    ner_evaluate,
-    plot,
-    recommend,
-    report,
-)
-from metricbert_trainer.data.annotations import AnnotationError
-from metricbert_trainer.data.catalog import CatalogError
+from metricbert_trainer.cli import indexed_recommend
 
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report it
 
-# One module per command, each adding its own subparser; the order is --help's.
-COMMANDS = (evaluate, recommend, encode, compare, report, consolidate, plot, ner_evaluate)
+# One module per command, each adding its own subparser; the order is --help's. Imported when a
+# command line is parsed, not with this package: ``recommend --index`` answers without them.
+COMMANDS = (
+    "evaluate",
+    "recommend",
+    "index",
+    "encode",
+    "compare",
+    "report",
+    "consolidate",
+    "plot",
+    "ner_evaluate",
+)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if indexed_recommend.asks_for_index(argv):
+        return indexed_recommend.main(argv[1:])
+    # Here, not at the top: they import the catalog's readers, which an indexed answer does without.
+    from metricbert_trainer.data.annotations import AnnotationError
+    from metricbert_trainer.data.catalog import CatalogError
+
     args = build_parser().parse_args(argv)
+    args.command_line = argv
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     try:
         return args.command(args)
@@ -65,6 +76,6 @@ def build_parser() -> argparse.ArgumentParser:
         prog="metricbert", description="Evaluate and use MetricBERT recommenders."
     )
     commands = parser.add_subparsers(dest="command_name", required=True)
-    for command in COMMANDS:
-        command.add_parser(commands)
+    for name in COMMANDS:
+        importlib.import_module(f"metricbert_trainer.cli.{name}").add_parser(commands)
     return parser

@@ -9,6 +9,7 @@ import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+from metricbert_trainer.cli.argument_types import integer_at_least
 from metricbert_trainer.cli.options import (
     add_shared_neighbour_weight,
     add_tfidf_mode,
@@ -16,7 +17,6 @@ from metricbert_trainer.cli.options import (
     catalog_options,
     encoder_scorer,
     finite_number,
-    integer_at_least,
     load_cli_catalog,
     metric_label,
     model_paths,

@@ -7,9 +7,10 @@ import argparse
 import json
 import logging
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
+from metricbert_trainer.cli.argument_types import integer_at_least
 from metricbert_trainer.data.annotations import ON_UNMATCHED, Annotations
 from metricbert_trainer.data.catalog import Catalog, load_catalog
 from metricbert_trainer.data.graded_pools import GradedPools
@@ -39,22 +40,6 @@ from metricbert_trainer.publishing.markdown import escape_markdown, markdown_tab
 from metricbert_trainer.training.config import has_bf16_instructions
 
 logger = logging.getLogger("metricbert_trainer.cli")
-
-
-def integer_at_least(minimum: int) -> Callable[[str], int]:
-    """An argparse ``type`` for whole numbers of at least ``minimum``: a bad value is refused when
-    the command line is read, before any catalog is loaded or encoded."""
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"must be at least {minimum}; got {value}")
-        return value
-
-    return parse
 
 
 def finite_number(text: str) -> float:

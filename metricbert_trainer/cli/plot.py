@@ -9,11 +9,11 @@ from pathlib import Path
 from huggingface_hub import ModelCard
 
 from metricbert_trainer.base.modeling import resolve_model_name
+from metricbert_trainer.cli.argument_types import integer_at_least
 from metricbert_trainer.cli.options import (
     add_precision,
     catalog_options,
     command_max_length,
-    integer_at_least,
     load_cli_catalog,
     overwrite_options,
     warn_of_emulated_bf16,

@@ -7,11 +7,12 @@ import argparse
 from collections.abc import Sequence
 from pathlib import Path
 
+from metricbert_trainer.cli.argument_types import integer_at_least
+from metricbert_trainer.cli.neighbour_listing import neighbour_listing, similarity_sentence
 from metricbert_trainer.cli.options import (
     catalog_options,
     check_caches,
     command_cache,
-    integer_at_least,
     load_cli_catalog,
     model_options,
     model_paths,
@@ -22,7 +23,6 @@ from metricbert_trainer.cli.options import (
 )
 from metricbert_trainer.data.catalog import Catalog
 from metricbert_trainer.data.output_files import check_new_file
-from metricbert_trainer.data.text_safety import shown
 from metricbert_trainer.errors import UsageError
 from metricbert_trainer.evaluation.neighbours import CONCAT, TopK, catalog_views, mode_label
 from metricbert_trainer.evaluation.recommendations import (
@@ -32,7 +32,6 @@ from metricbert_trainer.evaluation.recommendations import (
     write_recommendations,
 )
 from metricbert_trainer.evaluation.scorers import Scorer, load_encoder
-from metricbert_trainer.publishing.markdown import markdown_table
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -40,6 +39,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         "recommend",
         parents=[catalog_options(), model_options(), overwrite_options()],
         help="The items most similar to one item, or to every item (--all --output FILE).",
+        epilog="From an index that metricbert index built: metricbert recommend --index DIR --item ID "
+        "[--top-k K] answers as this command does with the index's options, without loading the "
+        "model or the catalog (under a second at a million items).",
     )
     which = recommend.add_mutually_exclusive_group(required=True)
     which.add_argument(
@@ -117,34 +119,21 @@ def run(args: argparse.Namespace) -> int:
 
 
 def recommendation_text(args: argparse.Namespace, catalog: Catalog, item: int, neighbours: TopK) -> str:
-    """What ``--item`` prints: the item and its ranking, what the numbers mean, and the table of
-    its neighbours nearest first (rank, id, title), with the model's similarity when the model
-    alone ranks them (``ranks_by_the_model_alone``)."""
-    # Catalog text reaches the terminal escaped: no title or id can run an escape sequence there.
-    titles, ids = [shown(title) for title in catalog.display_titles], [shown(id_) for id_ in catalog.ids]
-    lines = [f"Most similar to {titles[item]} (id {ids[item]}), by {ranking_label(args)}."]
-    rows = [[rank, ids[index], titles[index]] for rank, index in enumerate(neighbours.indices[0], 1)]
-    headers = ["Rank", "Id", "Title"]
-    if ranks_by_the_model_alone(args):
-        views = list(catalog_views(catalog, args.scorer))
-        compared = (
-            "the fields joined" if args.scorer == CONCAT else " and ".join(f"{v} to {v}" for v in views)
-        )
-        averaged = ", averaged" if len(views) > 1 else ""
-        lines.append(
-            f"Similarity: 1 - the model's angular distance ({compared}{averaged}), from 0 to 1: "
-            "1 the same direction, 0.5 at right angles (unrelated), 0 opposite."
-        )
-        for row, distance in zip(rows, neighbours.distances[0], strict=True):
-            row.append(f"{1 - distance / len(views):.3f}")  # the distance sums the views' angular distances
-        headers.append("Similarity")
-    else:
-        lines.append(
-            "Nearest first. This ranking adds up scores standardised per item, so it has no similarity "
-            "to print; --tfidf-weight 0 --shared-neighbours 0 ranks by the model alone and prints its "
-            "similarity (0 to 1)."
-        )
-    return "\n".join([*lines, "", markdown_table(headers, rows, align="rllr"[: len(headers)])])
+    """What ``--item`` prints (``neighbour_listing``), with the model's similarity when the model
+    alone ranks the neighbours (``ranks_by_the_model_alone``)."""
+    titles, ids = catalog.display_titles, catalog.ids
+    listed = [(ids[index], titles[index]) for index in neighbours.indices[0]]
+    if not ranks_by_the_model_alone(args):
+        return neighbour_listing((ids[item], titles[item]), ranking_label(args), listed)
+    views = list(catalog_views(catalog, args.scorer))
+    return neighbour_listing(
+        (ids[item], titles[item]),
+        ranking_label(args),
+        listed,
+        similarity=similarity_sentence(views, joined=args.scorer == CONCAT),
+        # The distance sums the views' angular distances.
+        similarities=[1 - distance / len(views) for distance in neighbours.distances[0]],
+    )
 
 
 def run_all(args: argparse.Namespace) -> int:

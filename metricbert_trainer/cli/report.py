@@ -13,11 +13,11 @@ import logging
 import tempfile
 from pathlib import Path
 
+from metricbert_trainer.cli.argument_types import integer_at_least
 from metricbert_trainer.cli.compare import add_scorer_arguments, comparison_title, plot_comparison, scorers
 from metricbert_trainer.cli.options import (
     annotation_options,
     catalog_options,
-    integer_at_least,
     load_cli_catalog,
     model_paths,
     overwrite_options,

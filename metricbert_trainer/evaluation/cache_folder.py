@@ -25,6 +25,7 @@ from pathlib import Path
 
 from metricbert_trainer.data.catalog import Catalog
 from metricbert_trainer.data.digests import add_catalog
+from metricbert_trainer.data.file_stamps import model_folder_files
 from metricbert_trainer.evaluation.embedding_cache import is_embedding_cache
 from metricbert_trainer.evaluation.shared_neighbours import is_lists_cache, lists_cache_beside
 from metricbert_trainer.evaluation.tfidf_cache import is_tfidf_cache, tfidf_cache_beside
@@ -50,28 +51,11 @@ def cache_folder() -> Path:
     return (Path(xdg) if os.path.isabs(xdg) else Path.home() / ".cache") / "metricbert"
 
 
-def model_folder_files(folder: Path) -> list[tuple[str, int, int]]:
-    """The name, size and modification time (ns) of each file directly in the model ``folder``.
-
-    Not a hash of the contents: that would read every weight file on every call, gigabytes for a
-    large model, to name a file whose own fingerprint hashes the loaded weights anyway. A key that
-    changes while the model does not (a copied folder, a touched file) costs one encoding; one that
-    stays while the model changes (a file rewritten to the same size under the same timestamp) is
-    caught by that fingerprint. Subfolders (a run's checkpoints) are left out: the model loads from
-    the folder's own files."""
-    files = []
-    for entry in folder.iterdir():
-        if entry.is_file():
-            stat = entry.stat()
-            files.append((entry.name, stat.st_size, stat.st_mtime_ns))
-    return sorted(files)
-
-
 def folder_cache_path(
     folder: Path, model_folder: Path, catalog: Catalog, *, mode: str, max_length: int, precision: str
 ) -> Path:
     """The embedding cache in ``folder`` of the model loaded from ``model_folder`` on ``catalog``:
-    named after the model's folder and a digest of its files (``model_folder_files``), the
+    named after the model's folder and a digest of its files (``file_stamps.model_folder_files``), the
     catalog's ids and texts, the scoring ``mode``, ``max_length`` and the ``precision`` the call
     encodes in, so that another model, catalog or setting gets a file of its own. The precision is
     part of the key, unlike an embedding cache's fingerprint: a call that asks for bf16 is asking

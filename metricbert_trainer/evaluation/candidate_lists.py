@@ -7,7 +7,7 @@ nearest items under the hybrid are among its nearest under the encoder alone, wh
 without comparing every pair (``neighbours.top_k``, exact or FAISS). Here each item's
 ``candidates`` nearest items under the fusion's first part (the encoder) are re-scored by the whole
 fusion and the ``neighbours`` nearest kept. The fusion standardises each part's row over all the
-query's candidates (``hybrid.standardised_rows``); here each part's mean and spread per row come
+query's candidates (``ranking_rows.standardised_rows``); here each part's mean and spread per row come
 from ``sample`` items drawn at random, the same for every row, which estimates them to about
 ``1 / sqrt(2 * sample)``. With every item a candidate and in the sample, the lists are the exact
 ones (tested).
@@ -32,7 +32,7 @@ from sklearn.preprocessing import normalize
 
 from metricbert_trainer.base.distances import Distance
 from metricbert_trainer.data.catalog import Catalog
-from metricbert_trainer.evaluation.hybrid import FusedScorer, fused_ranker, standardised
+from metricbert_trainer.evaluation.hybrid import FusedScorer, fused_ranker
 from metricbert_trainer.evaluation.neighbours import (
     BLOCK_BYTES,
     column_ranges,
@@ -48,6 +48,7 @@ from metricbert_trainer.evaluation.neighbours import (
     top_k,
     unit_view,
 )
+from metricbert_trainer.evaluation.ranking_rows import standardised
 from metricbert_trainer.evaluation.scorers import Scorer, VectorScorer
 
 logger = logging.getLogger(__name__)

@@ -45,8 +45,9 @@ from metricbert_trainer.evaluation.candidate_lists import (
     search_settings,
     spread_sample,
 )
-from metricbert_trainer.evaluation.hybrid import FusedScorer, standardised
+from metricbert_trainer.evaluation.hybrid import FusedScorer
 from metricbert_trainer.evaluation.neighbours import TopK
+from metricbert_trainer.evaluation.ranking_rows import standardised
 from metricbert_trainer.evaluation.scorers import Scorer
 from metricbert_trainer.evaluation.shared_neighbours import (
     SearchedLists,

@@ -24,6 +24,7 @@ import numpy as np
 
 from metricbert_trainer.data.catalog import Catalog
 from metricbert_trainer.evaluation.neighbours import CONCAT, METRIC_INF
+from metricbert_trainer.evaluation.ranking_rows import fuse_rows
 from metricbert_trainer.evaluation.scorers import Scorer, TfidfScorer, VectorScorer
 
 # TF-IDF's share of the fused score in the ranking of ``evaluate`` and ``recommend``. Chosen on the
@@ -38,27 +39,6 @@ DEFAULT_TFIDF_WEIGHT = 0.3
 DEFAULT_TFIDF_MODE = CONCAT
 # The TF-IDF views in words, as fused scorers' names and the study tables give them.
 TFIDF_VIEWS = {CONCAT: "joined fields", METRIC_INF: "each field"}
-
-
-def standardised_rows(rows: np.ndarray, queries: Sequence[int]) -> np.ndarray:
-    """Each row of ``rows`` ([Q, N] distances from ``queries[i]``) minus its mean over the other
-    items, divided by their standard deviation; a row without spread becomes zeros."""
-    rows = np.asarray(rows, dtype=np.float32)
-    queries = np.asarray(queries, dtype=np.int64)
-    candidates = np.ones(rows.shape, dtype=bool)
-    candidates[np.arange(len(queries)), queries] = False
-    count = np.maximum(candidates.sum(axis=1, keepdims=True), 1)
-    mean = np.where(candidates, rows, 0).sum(axis=1, keepdims=True, dtype=np.float64) / count
-    spread = np.sqrt(
-        np.where(candidates, (rows - mean) ** 2, 0).sum(axis=1, keepdims=True, dtype=np.float64) / count
-    )
-    return standardised(rows, mean, spread).astype(np.float32)
-
-
-def standardised(values: np.ndarray, mean: np.ndarray, spread: np.ndarray) -> np.ndarray:
-    """``(values - mean) / spread``; a row without spread becomes zeros: it does not move the
-    ranking."""
-    return (values - mean) / np.where(spread > 0, spread, np.inf)
 
 
 @dataclass
@@ -93,11 +73,6 @@ def fused_ranker(
 ) -> Callable[[Sequence[int]], np.ndarray]:
     """The row ranker of weighted row rankers' standardised rows (``FusedScorer.row_ranker``)."""
     return lambda rows: fuse_rows([(rank(rows), weight) for rank, weight in parts], rows)
-
-
-def fuse_rows(parts: Sequence[tuple[np.ndarray, float]], queries: Sequence[int]) -> np.ndarray:
-    """The weighted sum of distance rows ``[Q, N]`` from ``queries``, each standardised first."""
-    return sum(weight * standardised_rows(rows, queries) for rows, weight in parts)
 
 
 def with_tfidf(

@@ -52,7 +52,7 @@ from metricbert_trainer.evaluation.embedding_cache import (
     read_fingerprinted_npz,
     write_npz_whole,
 )
-from metricbert_trainer.evaluation.hybrid import fuse_rows
+from metricbert_trainer.evaluation.ranking_rows import fuse_rows
 from metricbert_trainer.evaluation.scorers import Scorer
 
 logger = logging.getLogger(__name__)
@@ -269,16 +269,27 @@ class SharedNeighbourScorer(Scorer):
         return self.row_ranker(catalog)(rows)
 
     def row_ranker(self, catalog: Catalog) -> Callable[[Sequence[int]], np.ndarray]:
-        # Lists searched among candidates read the base's vectors, which its ranker is built from too.
-        prepared = prepared_parts(self.base, catalog) if self.searched(catalog) else None
-        rank = prepared_ranker(self.base, prepared) if prepared else self.base.row_ranker(catalog)
-        if not self.reranks(catalog):
+        rank, lists = self.base_ranker_and_lists(catalog)
+        if lists is None:
             return rank
-        members = membership(self.lists(rank, catalog, prepared))
+        members = membership(lists)
         transposed = members.T.tocsr()
         return lambda rows: reranked_rows(
             rank(rows), overlap_rows(members, rows, transposed), self.weight, rows
         )
+
+    def base_ranker_and_lists(
+        self, catalog: Catalog
+    ) -> tuple[Callable[[Sequence[int]], np.ndarray], np.ndarray | None]:
+        """``base``'s row ranker of ``catalog`` and the lists it re-ranks by (``lists``; ``None``
+        when the catalog is too small for them, ``reranks``): what ``row_ranker`` fuses, and what a
+        kept index (``item_index``) keeps."""
+        # Lists searched among candidates read the base's vectors, which its ranker is built from too.
+        prepared = prepared_parts(self.base, catalog) if self.searched(catalog) else None
+        rank = prepared_ranker(self.base, prepared) if prepared else self.base.row_ranker(catalog)
+        if not self.reranks(catalog):
+            return rank, None
+        return rank, self.lists(rank, catalog, prepared)
 
     def reranks(self, catalog: Catalog) -> bool:
         """Whether ``catalog`` has items enough for the lists; if not, a warning that ``base``

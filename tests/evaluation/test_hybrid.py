@@ -10,8 +10,9 @@ from metricbert_trainer.data.annotations import Annotations
 from metricbert_trainer.data.catalog import load_catalog
 from metricbert_trainer.errors import UsageError
 from metricbert_trainer.evaluation.evaluator import evaluate_scorer
-from metricbert_trainer.evaluation.hybrid import FusedScorer, standardised_rows, with_tfidf
+from metricbert_trainer.evaluation.hybrid import FusedScorer, with_tfidf
 from metricbert_trainer.evaluation.neighbours import CONCAT, METRIC_INF
+from metricbert_trainer.evaluation.ranking_rows import standardised_rows
 from metricbert_trainer.evaluation.scorers import LdaScorer, TfidfScorer
 from metricbert_trainer.evaluation.tfidf_cache import is_tfidf_cache
 

@@ -21,13 +21,14 @@ from metricbert_trainer.evaluation.candidate_lists import (
     stacked_unit_views,
     unit_rows_of,
 )
-from metricbert_trainer.evaluation.hybrid import standardised_rows, with_tfidf
+from metricbert_trainer.evaluation.hybrid import with_tfidf
 from metricbert_trainer.evaluation.neighbours import (
     flat_storage,
     index_storage_rows,
     is_unit_scaled,
     unit_view,
 )
+from metricbert_trainer.evaluation.ranking_rows import standardised_rows
 from metricbert_trainer.evaluation.scorers import TfidfScorer
 from metricbert_trainer.evaluation.shared_neighbours import (
     PROBE_TOLERANCE,
