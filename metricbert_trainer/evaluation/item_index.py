@@ -93,9 +93,10 @@ def write_item_index(
 ) -> Path:
     """Writes the index of ``ranking`` over the items ``ids`` (display ``titles``) to ``folder``:
     into a folder beside it, which replaces ``folder`` once complete, so that an interrupted build
-    leaves the earlier index (or none), never half of one. ``overwrite``: replace an existing one."""
+    leaves the earlier index (or none), never half of one. ``overwrite``: replace an existing one
+    (an empty folder is replaced without it)."""
     folder = Path(folder)
-    if folder.exists() and not overwrite:
+    if folder.exists() and any(folder.iterdir()) and not overwrite:
         raise FileExistsError(f"{folder} exists; pass --overwrite to replace it.")
     folder.parent.mkdir(parents=True, exist_ok=True)
     building = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}.", suffix=".partial"))

@@ -106,6 +106,7 @@ def test_an_unknown_item_or_a_folder_that_is_no_index_is_an_error(catalog, tiny_
 
 def test_index_replaces_only_an_index_and_only_when_told(catalog, tiny_model_path, tmp_path, capsys):
     index = tmp_path / "index"
+    index.mkdir()  # an empty folder is the index's to fill
     built_index(tiny_model_path, catalog, index, "--shared-neighbours", "0")
     built_index(tiny_model_path, catalog, index, status=1)
     assert "exists; pass --overwrite" in capsys.readouterr().err
