@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Callable, Iterator, Sequence
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -42,6 +43,7 @@ from metricbert_trainer.evaluation.embedding_cache import (
     texts_at,
     write_embedding_cache,
 )
+from metricbert_trainer.evaluation.encoding_progress import EncodingProgress, progress_folder
 from metricbert_trainer.evaluation.neighbours import METRIC_INF, catalog_views
 
 logger = logging.getLogger(__name__)
@@ -332,6 +334,10 @@ def encode_views(
     thousand items, not a million. ``across_processes`` shares the encoding among the processes of
     a distributed run (see ``encode_texts``), and process 0 alone writes the cache.
 
+    A call of one process that encodes keeps what it encoded a chunk at a time beside the cache
+    (``encoding_progress``), so that a call stopped before it wrote the cache loses a chunk at most:
+    the next reads the chunks back and encodes the rest.
+
     ``precision`` (``inference_autocast``) is not part of the fingerprint: vectors encoded under
     bf16 on a GPU serve a later call on a CPU, as the batch size and the device, which also round
     them differently, do. The cache records it, and a call that reuses the cache says it.
@@ -393,7 +399,15 @@ def encode_views(
         # A cache written before the precision was recorded lacks it.
         encoded = f"encoded in {cached['precision']}" if "precision" in cached else "precision not recorded"
         logger.info("Reusing embeddings from %s (%s).", cache_path, encoded)
+        EncodingProgress(
+            progress_folder(cache_path), model_fingerprint
+        ).remove()  # a stopped call's, now moot
         return {name: cached[f"view:{name}"] for name in views} if returns else None
+    progress = None
+    if not (across_processes and world_size() > 1):
+        # Kept a chunk at a time beside the cache, so that a stopped call's work is read back next time.
+        progress = EncodingProgress(progress_folder(cache_path), model_fingerprint)
+        encode = partial(progress.encoded, encode=encode, width=model.config.hidden_size)
     earlier = EarlierVectors.read(cache_path, model_fingerprint)
     digests = {name: text_digests(texts) for name, texts in views.items()}
     encoded_in = precision_label(next(model.parameters()).device, precision)
@@ -417,6 +431,8 @@ def encode_views(
     if writer:
         # Once: every process holds the same vectors, or (first_only) this one alone.
         write_embedding_cache(cache_path, fingerprint, model_fingerprint, embeddings, digests, encoded_in)
+    if progress is not None:
+        progress.remove()
     return embeddings if returns else None
 
 

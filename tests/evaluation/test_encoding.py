@@ -276,8 +276,10 @@ def test_an_update_whose_earlier_vectors_are_damaged_encodes_every_text(tiny, wi
         assert any(message.startswith(f"Reusing embeddings from {cache}") for message in caplog.messages)
     alone = encode_views(model, tokenizer, views)
     for field in views:
-        np.testing.assert_array_equal(updated[field], alone[field])
-        np.testing.assert_array_equal(again[field], alone[field])
+        # The update kept the texts it encoded before the damage showed (encoding_progress), read
+        # back now: encoded in other batches, they round differently in the last bits.
+        np.testing.assert_allclose(updated[field], alone[field], rtol=0, atol=1e-6)
+        np.testing.assert_array_equal(again[field], updated[field])
 
 
 @pytest.mark.parametrize("cache_only", [False, True])
