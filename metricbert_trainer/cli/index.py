@@ -1,7 +1,7 @@
 """``metricbert index``: a catalog's ranking kept in a folder (``evaluation.item_index``), so that
-``metricbert recommend --index DIR --item ID`` answers in under a second, without loading the
-model or the catalog, where ``recommend --item`` prepares the whole ranking on every call (half a
-minute at a million items with every cache kept; docs/scale_out.md).
+``metricbert recommend --index DIR --item ID`` answers without loading the model or the catalog,
+where ``recommend --item`` prepares the whole ranking on every call (a minute at a million items
+on 2 CPU cores with every cache kept, against 0.7 s from the index; docs/scale_out.md).
 
 The index is built with the ranking options of ``recommend`` and through its caches (an index of
 a catalog that ``recommend`` or ``evaluate`` ranked with the same options reads their vectors,
@@ -35,7 +35,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     index = commands.add_parser(
         "index",
         parents=[catalog_options(), model_options(), overwrite_options()],
-        help="Keep a catalog's ranking in a folder, for recommend --index DIR --item ID in under a second.",
+        help="Keep a catalog's ranking in a folder, which recommend --index DIR --item ID answers from.",
     )
     index.add_argument(
         "--output",

@@ -1,4 +1,4 @@
-"""A catalog's ranking kept in a folder, so that one item's recommendations come in under a second.
+"""A catalog's ranking kept in a folder, so that one item's recommendations come in a fraction of a second.
 
 ``metricbert recommend --item`` prepares the whole ranking on every call: it imports torch, reads
 the catalog, the embedding cache and the other caches, and checks each against the catalog. At a
