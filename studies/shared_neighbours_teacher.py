@@ -31,7 +31,7 @@ from transformers import AutoTokenizer
 
 from metricbert_trainer.base.modeling import resolve_model_name
 from metricbert_trainer.evaluation.evaluator import evaluate_distance_rows
-from metricbert_trainer.evaluation.hybrid import standardised_rows
+from metricbert_trainer.evaluation.ranking_rows import standardised_rows
 from metricbert_trainer.evaluation.shared_neighbours import membership, overlap_rows
 from metricbert_trainer.metricbert.config import MetricBertConfig
 from metricbert_trainer.metricbert.shared_neighbours import teacher_distance_rows, teacher_neighbour_lists

@@ -2,8 +2,8 @@
 
 ``metricbert recommend --item`` prepares the whole ranking on every call: it imports torch, reads
 the catalog, the embedding cache and the other caches, and checks each against the catalog. At a
-million items that is half a minute even when every cache is kept (docs/scale_out.md), where the
-answer itself is one row of distances. ``metricbert index`` prepares the ranking once and keeps
+million items that is half a minute to a minute on 2 CPU cores even when every cache is kept
+(docs/scale_out.md), where the answer itself is one row of distances. ``metricbert index`` prepares the ranking once and keeps
 what one item's row needs, in ``.npy`` files that NumPy maps instead of reading
 (``ItemIndex``):
 
@@ -196,7 +196,7 @@ class _Strings:
 
 
 class ItemIndex:
-    """An index written by ``write_item_index``, its arrays mapped, not read (``open``)."""
+    """An index written by ``write_item_index``: its arrays mapped when first asked for, never read whole."""
 
     def __init__(self, folder: str | Path) -> None:
         self.folder = Path(folder)

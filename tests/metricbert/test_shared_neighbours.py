@@ -13,7 +13,7 @@ from metricbert_trainer.base.distances import Distance, pairwise_distance
 from metricbert_trainer.data.catalog import load_catalog
 from metricbert_trainer.data.token_rows import TokenRows
 from metricbert_trainer.evaluation.candidate_lists import indexed_unit_rows, unit_rows_of
-from metricbert_trainer.evaluation.hybrid import standardised_rows
+from metricbert_trainer.evaluation.ranking_rows import standardised_rows
 from metricbert_trainer.metricbert import shared_neighbours as module
 from metricbert_trainer.metricbert.collator import MetricBertCollator
 from metricbert_trainer.metricbert.losses.teacher import hybrid_teacher_distillation
