@@ -84,14 +84,20 @@ class EncodingProgress:
         shutil.rmtree(self.folder, ignore_errors=True)
 
     def _keep(self, digests: np.ndarray, vectors: np.ndarray) -> None:
+        created = not self.folder.exists()
         self.folder.mkdir(parents=True, exist_ok=True)
         numbers = [int(path.stem.removeprefix("chunk-")) for path in self.folder.glob("chunk-*.npz")]
-        write_npz_whole(
-            self.folder / f"chunk-{max(numbers, default=-1) + 1:06d}.npz",
-            model_fingerprint=np.array(self.model_fingerprint),
-            digests=digests.view(np.uint8).reshape(-1, 16),
-            vectors=vectors,
-        )
+        try:
+            write_npz_whole(
+                self.folder / f"chunk-{max(numbers, default=-1) + 1:06d}.npz",
+                model_fingerprint=np.array(self.model_fingerprint),
+                digests=digests.view(np.uint8).reshape(-1, 16),
+                vectors=vectors,
+            )
+        except BaseException:
+            if created:  # a full disk leaves no empty folder beside the cache
+                shutil.rmtree(self.folder, ignore_errors=True)
+            raise
 
     def _chunks(self) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         """Each readable chunk of this model: its texts' digests and their vectors."""
