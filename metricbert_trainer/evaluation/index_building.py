@@ -26,18 +26,10 @@ def indexed_ranking(scorer: Scorer, catalog: Catalog) -> IndexedRanking:
         # The lists first: their search holds the base's prepared vectors, let go before the index's.
         _, lists = scorer.base_ranker_and_lists(catalog)
         shared_weight, base = scorer.weight, scorer.base
-    encoder, tfidf, weights = base, None, (1.0, 0.0)
+    encoder, tfidf, weights = encoder_of(scorer), None, (1.0, 0.0)
     if isinstance(base, FusedScorer):
-        if len(base.parts) != 2:
-            raise ValueError(
-                f"An index keeps an encoder fused with TF-IDF; {base.name} fuses {len(base.parts)} scorers."
-            )
-        (encoder, encoder_weight), (tfidf, tfidf_weight) = base.parts
+        (_, encoder_weight), (tfidf, tfidf_weight) = base.parts
         weights = (encoder_weight, tfidf_weight)
-    if not (isinstance(encoder, EncoderScorer) and Distance(encoder.distance) is Distance.ANGULAR):
-        raise ValueError(
-            f"An index keeps an encoder ranked by the angular distance; {encoder.name} is not one."
-        )
     if tfidf is not None and not (
         isinstance(tfidf, TfidfScorer) and Distance(tfidf.distance) is Distance.COSINE
     ):
