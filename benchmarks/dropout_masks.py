@@ -1,4 +1,4 @@
-"""What drawing a training step's dropout masks costs on a CPU, and what a cheaper draw would save.
+"""What drawing a training step's dropout masks costs on a CPU, and what the trainers' kernel saves.
 
     python benchmarks/dropout_masks.py --rounds 5
 
@@ -8,11 +8,13 @@ masks of dropout are about an eighth of the step. PyTorch draws each mask elemen
 Mersenne Twister, one 32-bit draw per element. This benchmark finds the masks a step draws (every
 ``bernoulli_`` of a forward of the wines recipe's titles and descriptions, 32 items in 4 length
 groups, the model in train mode, as ``torch.profiler`` records their shapes) and times, rounds
-interleaved, two ways of drawing them all: ``bernoulli_`` as dropout does now, and
-``base.dropout_masks.paired_draw_keep_mask``, two elements from each 31-bit draw (``random_`` on int32 read as two 15-bit numbers, kept below
-``round(0.9 * 2**15)``, a keep rate of 0.899994 for 0.9). Only the masks are timed; the product
-with them is the same either way. A changed draw gives other masks for the same seed, so it
-would need the quality tables' trainings again before it could be a default.
+interleaved, three ways of drawing the scaled masks (fp32): ``bernoulli_(0.9).div_(0.9)`` as
+PyTorch's dropout draws them; ``base.bernoulli_masks.scaled_keep_mask``, the same masks bit for bit
+from the compiled kernel the trainers use on a CPU (compiled before the rounds); and
+``base.dropout_masks.paired_draw_keep_mask``, two elements from each 31-bit draw (``random_`` on
+int32 read as two 15-bit numbers, kept below ``round(0.9 * 2**15)``, a keep rate of 0.899994 for
+0.9), other masks for the same seed. Only the masks are timed; the product with them is the same
+every way.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import torch
 from transformers import AutoModel, AutoTokenizer
 from versus_sentence_transformers import cpu_name, kernels
 
+from metricbert_trainer.base.bernoulli_masks import mask_kernel, scaled_keep_mask
 from metricbert_trainer.base.dropout_masks import paired_draw_keep_mask
 from metricbert_trainer.base.length_groups import group_inputs, split_by_length
 from metricbert_trainer.base.modeling import DEFAULT_MODEL, resolve_model_name
@@ -52,12 +55,18 @@ def step_mask_shapes(model, tokenizer, titles: list[str], descriptions: list[str
 
 def bernoulli_masks(shapes: list[tuple]) -> None:
     for shape in shapes:
-        torch.empty(shape).bernoulli_(KEEP)
+        torch.empty(shape).bernoulli_(KEEP).div_(KEEP)
+
+
+def kernel_masks(shapes: list[tuple]) -> None:
+    for shape in shapes:
+        scaled_keep_mask(torch.empty(shape), KEEP)
 
 
 def paired_field_masks(shapes: list[tuple]) -> None:
     for shape in shapes:
-        paired_draw_keep_mask(shape, KEEP)
+        keep, scale = paired_draw_keep_mask(shape, KEEP)
+        keep.to(torch.float32).mul_(scale)
 
 
 def main() -> None:
@@ -73,9 +82,12 @@ def main() -> None:
         list(catalog["description"]),
     )
     elements = sum(torch.Size(shape).numel() for shape in shapes)
+    if mask_kernel() is None:  # compiled (or loaded from numba's cache) here, outside the rounds
+        raise SystemExit("The mask kernel is not available (numba missing, or its check failed).")
     ways = {
-        "bernoulli_ (dropout now)": bernoulli_masks,
-        "two 15-bit fields per int32 draw": paired_field_masks,
+        "bernoulli_ (PyTorch's dropout)": bernoulli_masks,
+        "the same masks from the compiled kernel (base/bernoulli_masks.py)": kernel_masks,
+        "two 15-bit fields per int32 draw (other masks)": paired_field_masks,
     }
     seconds: dict[str, list[float]] = {name: [] for name in ways}
     for _ in range(arguments.rounds):
@@ -89,7 +101,7 @@ def main() -> None:
         f"{len(shapes)} masks, {elements / 1e6:.1f} M elements; median of {arguments.rounds} rounds"
     )
     print("| masks drawn by | ms a forward | ratio |\n|---|---:|---:|")
-    reference = statistics.median(seconds["bernoulli_ (dropout now)"])
+    reference = statistics.median(seconds["bernoulli_ (PyTorch's dropout)"])
     for name, spent in seconds.items():
         median = statistics.median(spent)
         print(f"| {name} | {median * 1e3:.1f} | {median / reference:.2f} |")

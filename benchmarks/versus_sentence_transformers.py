@@ -46,15 +46,14 @@ from datasets import Dataset
 from step_timer import StepProfiler, StepTimer
 from transformers import AutoTokenizer
 
-from metricbert_trainer.base import modeling
 from metricbert_trainer.base.modeling import DEFAULT_MODEL, load_masked_lm, resolve_model_name
 from metricbert_trainer.data.catalog import load_catalog
 from metricbert_trainer.evaluation.encoding import encode_texts
 from metricbert_trainer.metricbert.config import MetricBertConfig
-from metricbert_trainer.metricbert.shared_neighbours import SharedNeighbours
 from metricbert_trainer.metricbert.trainer import MetricBertTrainer
 from metricbert_trainer.scripts.arguments import DataArguments, ModelArguments, parse_recipe_args
 from metricbert_trainer.training.config import has_bf16_instructions
+from metricbert_trainer.training.trainer import CatalogTrainer
 
 CATALOG = "data/wines/winemag-sample-5811.csv"
 MNRL = "sentence-transformers: MultipleNegativesRankingLoss"
@@ -105,12 +104,14 @@ ONE_PASS = ONE_BATCH + ["--joint_field_pass", "true"]
 NO_ATTENTION_DROPOUT = ["--attention_dropout", "false"]
 # Dropout masks drawn two elements to a random number (``base.dropout_masks``), off by default.
 PAIRED_MASKS = ["--paired_draw_dropout", "true"]
-# Rows that train today's recipe with its MLM loss and shared-neighbour overlaps computed as before
-# 2026-12-07 (``as_before_2026_12_07``): that day's changes measured side by side, in one process.
-AS_BEFORE = "MLM loss and overlaps as before 2026-12-07"
+# Rows that train with the dropout masks drawn by PyTorch's ``bernoulli_`` itself (``masks_from_bernoulli``),
+# as before the trainers drew the same masks from a compiled kernel: that change side by side, in one process.
+BERNOULLI = "dropout masks drawn by bernoulli_"
 OURS = [
-    (f"ours: default recipe (bf16), {AS_BEFORE}", "recipes/wines/minilm.yaml", []),
-    (f"ours: default recipe, fp32, {AS_BEFORE}", "recipes/wines/minilm.yaml", FP32),
+    (f"ours: default recipe (bf16), {BERNOULLI}", "recipes/wines/minilm.yaml", []),
+    (f"ours: default recipe, fp32, {BERNOULLI}", "recipes/wines/minilm.yaml", FP32),
+    (f"ours: default recipe without MLM (bf16), {BERNOULLI}", "recipes/wines/minilm.yaml", NO_MLM),
+    (f"ours: default recipe without MLM, fp32, {BERNOULLI}", "recipes/wines/minilm.yaml", FP32 + NO_MLM),
     ("ours: default recipe (MLM, guard, filter, teacher; bf16 autocast)", "recipes/wines/minilm.yaml", []),
     ("ours: default recipe (bf16), one padded batch per field", "recipes/wines/minilm.yaml", ONE_BATCH),
     ("ours: default recipe (bf16), one pass for both fields", "recipes/wines/minilm.yaml", ONE_PASS),
@@ -199,25 +200,15 @@ OURS = [
 
 
 @contextlib.contextmanager
-def as_before_2026_12_07():
-    """Inside, the trainer computes the MLM loss from the head's logits (``F.cross_entropy`` of
-    every masked token's 30,522 logits in fp32) and the shared-neighbour overlaps by comparing every
-    entry of two sets with every entry of the other, as it did before 2026-12-07."""
-
-    def logits_cross_entropy(model, head, hidden, targets):
-        return torch.nn.functional.cross_entropy(head(hidden).float(), targets)
-
-    def pairwise_overlaps(self, rows):
-        sets = torch.cat([rows[:, None], self.lists.to(rows.device)[rows]], dim=1)
-        shared = (sets[:, None, :, None] == sets[None, :, None, :]).sum(dim=(2, 3)).float()
-        return shared / (2 * sets.shape[1] - shared)
-
-    loss, overlaps = modeling.head_cross_entropy, SharedNeighbours.overlaps
-    modeling.head_cross_entropy, SharedNeighbours.overlaps = logits_cross_entropy, pairwise_overlaps
+def masks_from_bernoulli():
+    """Inside, the trainers leave their models' dropout as PyTorch draws it (``bernoulli_`` on one
+    core), as they did before they drew the same masks from a compiled kernel."""
+    drawn = CatalogTrainer.cpu_dropout_masks
+    CatalogTrainer.cpu_dropout_masks = lambda self: contextlib.nullcontext()
     try:
         yield
     finally:
-        modeling.head_cross_entropy, SharedNeighbours.overlaps = loss, overlaps
+        CatalogTrainer.cpu_dropout_masks = drawn
 
 
 def our_trainer(
@@ -384,7 +375,7 @@ def run_training(arguments: argparse.Namespace) -> None:
                     )
                 precision[label] = "bf16" if trainer.args.bf16 else "fp32"
                 spent = time_guide_cache(trainer)
-                with as_before_2026_12_07() if AS_BEFORE in label else contextlib.nullcontext():
+                with masks_from_bernoulli() if BERNOULLI in label else contextlib.nullcontext():
                     trainer.train()
             # The profiled steps run slower (the profiler records every operator): not timed.
             timed = timer.durations[arguments.warmup + (PROFILED_STEPS if profiled else 0) :]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import logging
 
 import torch
@@ -16,7 +15,6 @@ from metricbert_trainer.base.distributed import (
     gather_with_grad,
     world_size,
 )
-from metricbert_trainer.base.dropout_masks import paired_draw_dropout
 from metricbert_trainer.base.gradient_norms import term_gradient_norms
 from metricbert_trainer.base.length_groups import length_groups_on
 from metricbert_trainer.metricbert.collapse_warning import CollapseWarningCallback
@@ -225,15 +223,20 @@ class MetricBertTrainer(CatalogTrainer):
         mlm = next(term for term in self.loss_terms if isinstance(term, MlmTerm))
         return mlm.weight_at(self.state.global_step)
 
+    @property
+    def dropout_mask_source(self) -> str:
+        """``paired_draw_dropout`` draws other masks, from half the random numbers; otherwise the
+        masks PyTorch draws (``base.dropout_masks``)."""
+        return "paired" if self.args.paired_draw_dropout else "exact"
+
     def train(self, resume_from_checkpoint: str | bool | None = None, trial=None, **kwargs):
         """``CatalogTrainer.train``, after the MLM-head warm-up (``mlm_head_warmup_steps``) when the
-        run starts afresh; a resumed run's checkpoint already holds the warmed-up head. With
-        ``paired_draw_dropout`` both draw their CPU dropout masks in pairs (``base.dropout_masks``)."""
+        run starts afresh; a resumed run's checkpoint already holds the warmed-up head. Both draw their
+        CPU dropout masks as ``dropout_mask_source`` says."""
         resuming = checkpoint_to_resume(resume_from_checkpoint, self.args.output_dir) is not None
         setup = TrainingSetup(self)
         setup.prepare()
-        masks = paired_draw_dropout(self.model) if self.args.paired_draw_dropout else contextlib.nullcontext()
-        with masks:
+        with self.cpu_dropout_masks():
             if self.args.mlm_head_warmup_steps and not resuming:
                 self.mlm_head_warmup = setup.warm_up_mlm_head()
             return super().train(resume_from_checkpoint=resume_from_checkpoint, trial=trial, **kwargs)

@@ -9,6 +9,7 @@ class holds that machinery once; a subclass brings its collator (``build_collato
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import time
@@ -31,6 +32,7 @@ from metricbert_trainer.base.distributed import (
     mean_by_name_across_processes,
     world_size,
 )
+from metricbert_trainer.base.dropout_masks import drawn_dropout_masks
 from metricbert_trainer.base.fsdp2 import shard_with_tied_parameters_together
 from metricbert_trainer.base.modeling import freeze_mlm_head, load_masked_lm, resolve_model_name, whole_copy
 from metricbert_trainer.base.weight_ensembling import StartBlendCallback
@@ -317,12 +319,24 @@ class CatalogTrainer(StagedCheckpoints, Trainer):
         self.write_publishing_files(folder)
 
     def train(self, resume_from_checkpoint: str | bool | None = None, trial=None, **kwargs):
-        """``Trainer.train`` (resuming as ``StagedCheckpoints`` does); with ``trained_weight_share``
-        below 1 a ``StartBlendCallback`` blends the encoder with its start when it ends."""
+        """``Trainer.train`` (resuming as ``StagedCheckpoints`` does), its CPU dropout masks drawn by
+        ``cpu_dropout_masks``; with ``trained_weight_share`` below 1 a ``StartBlendCallback`` blends
+        the encoder with its start when it ends."""
         # Everything that reads the catalog's token ids has read them: at a million items of 256
         # tokens they would hold 1 GiB for the rest of the run (tokenized again if asked for).
         vars(self).pop("training_token_rows", None)
-        return super().train(resume_from_checkpoint=resume_from_checkpoint, trial=trial, **kwargs)
+        with self.cpu_dropout_masks():
+            return super().train(resume_from_checkpoint=resume_from_checkpoint, trial=trial, **kwargs)
+
+    # The masks PyTorch draws, from a compiled kernel (base.dropout_masks); a subclass may draw others.
+    dropout_mask_source = "exact"
+
+    def cpu_dropout_masks(self) -> contextlib.AbstractContextManager:
+        """On a CPU, the model's dropout masks drawn as ``dropout_mask_source`` says for the passes
+        inside the block (``base.dropout_masks.drawn_dropout_masks``); elsewhere PyTorch's own."""
+        if self.args.device.type != "cpu":
+            return contextlib.nullcontext()
+        return drawn_dropout_masks(self.model, self.dropout_mask_source)
 
     def create_optimizer(self, model=None) -> torch.optim.Optimizer:
         """``Trainer.create_optimizer``; under FSDP2 the model is sharded first, with its tied

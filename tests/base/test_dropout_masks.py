@@ -1,4 +1,8 @@
-"""Paired-draw dropout masks: their rate, their scale, and the encoder they are put into."""
+"""Dropout masks drawn faster on a CPU: PyTorch's own masks (the same outputs, gradients and generator
+state as PyTorch's dropout, bit for bit) or paired draws (their rate, their scale), and the encoder
+they are put into."""
+
+import contextlib
 
 import pytest
 import torch
@@ -8,9 +12,12 @@ from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
 from metricbert_trainer.base.dropout_masks import (
     PairedDrawDropout,
-    paired_draw_attention,
-    paired_draw_dropout,
+    attention_name,
+    drawn_dropout_masks,
+    exact_draw_dropout_function,
+    paired_draw_dropout_function,
     paired_draw_keep_mask,
+    unfused_attention,
 )
 
 
@@ -58,55 +65,122 @@ def _tiny_bert(attention: str, attention_dropout: float, hidden_dropout: float) 
     return BertModel(config)
 
 
-def test_the_attention_function_is_sdpa_where_its_mask_keeps_everything():
-    """Unfused, with padding, in bf16 too: the scores, softmax and product are those of PyTorch's
-    scaled-dot-product attention (a keep rate that rounds to 1 draws a mask of ones)."""
-    module = _tiny_bert("sdpa", 0.1, 0.1).encoder.layer[0].attention.self
+PADDED_BATCH = {
+    "input_ids": torch.tensor([[2, 7, 9, 11, 3], [2, 8, 3, 0, 0]]),
+    "attention_mask": torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]]),
+}
+
+
+def _attention_inputs(dtype):
     generator = torch.Generator().manual_seed(2)
-    query, key, value = (torch.randn(3, 2, 6, 16, generator=generator) for _ in range(3))
+    query, key, value = (torch.randn(3, 2, 6, 16, generator=generator).to(dtype) for _ in range(3))
     attends = torch.ones(3, 1, 6, 6, dtype=torch.bool)
     attends[1, ..., 4:] = False  # the second row's last two tokens are padding
-    for dtype, tolerance in ((torch.float32, 1e-6), (torch.bfloat16, 2e-2)):
-        inputs = [tensor.to(dtype) for tensor in (query, key, value)]
-        expected, _ = sdpa_attention_forward(module, *inputs, attends, dropout=0.0, scaling=0.25)
-        unfused, _ = paired_draw_attention(module, *inputs, attends, dropout=1e-9, scaling=0.25)
-        assert torch.allclose(unfused.float(), expected.float(), atol=tolerance)
-        assert unfused.dtype == dtype and unfused.shape == expected.shape
+    return query, key, value, attends
+
+
+@pytest.mark.parametrize(
+    "dtype, autocast",
+    [(torch.float32, False), (torch.bfloat16, False), (torch.float16, False), (torch.float32, True)],
+)
+def test_the_unfused_attention_is_pytorchs_with_the_same_masks(dtype, autocast):
+    """With dropout on a CPU, bf16, fp16 and autocast included: the output and the generator's state
+    after it are those of PyTorch's scaled-dot-product attention (through transformers), bit for bit."""
+    module = _tiny_bert("sdpa", 0.1, 0.1).encoder.layer[0].attention.self
+    inputs = _attention_inputs(dtype)
+    outputs, states = [], []
+    for attention in (
+        sdpa_attention_forward,
+        lambda *arguments, **keywords: unfused_attention(exact_draw_dropout_function, *arguments, **keywords),
+    ):
+        torch.manual_seed(4)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+            output, _ = attention(module, *inputs, dropout=0.1, scaling=0.25)
+        outputs.append(output)
+        states.append(torch.get_rng_state())
+    assert outputs[0].dtype == outputs[1].dtype and outputs[0].shape == outputs[1].shape
+    assert torch.equal(outputs[0], outputs[1]) and torch.equal(*states)
+    torch.manual_seed(4)
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+        paired, _ = unfused_attention(
+            paired_draw_dropout_function, module, *inputs, dropout=0.1, scaling=0.25
+        )
+    assert not torch.equal(paired, outputs[0])  # other masks
+
+
+def test_without_dropout_the_attention_is_pytorchs_fused_kernel():
+    module = _tiny_bert("sdpa", 0.1, 0.1).encoder.layer[0].attention.self
+    inputs = _attention_inputs(torch.float32)
+    expected, _ = sdpa_attention_forward(module, *inputs, dropout=0.0, scaling=0.25)
+    output, _ = unfused_attention(exact_draw_dropout_function, module, *inputs, dropout=0.0, scaling=0.25)
+    assert torch.equal(output, expected)
+
+
+def _trained_once(model, masks, bf16):
+    """One forward and backward pass of ``model`` in training mode on ``PADDED_BATCH`` inside ``masks``:
+    the output, every gradient (the pooler, unused, has none) and the default generator's state after them."""
+    model.zero_grad()
+    torch.manual_seed(3)
+    with masks, torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+        output = model(**PADDED_BATCH).last_hidden_state
+    output.float().pow(2).sum().backward()
+    gradients = {
+        name: parameter.grad.clone()
+        for name, parameter in model.named_parameters()
+        if parameter.grad is not None
+    }
+    return output.detach(), gradients, torch.get_rng_state()
+
+
+@pytest.mark.parametrize("bf16", [False, True])
+def test_inside_the_block_an_encoder_trains_as_with_pytorchs_dropout_bit_for_bit(bf16):
+    model = _tiny_bert("sdpa", 0.5, 0.5).train()
+    output, gradients, state = _trained_once(model, contextlib.nullcontext(), bf16)
+    with drawn_dropout_masks(model) as inside:
+        assert inside.config._attn_implementation == attention_name("exact")
+        assert {type(module) for module in model.modules()} & {torch.nn.Dropout} == set()
+        with drawn_dropout_masks(model):  # a block inside a block changes nothing
+            assert inside.config._attn_implementation == attention_name("exact")
+        drawn = _trained_once(model, contextlib.nullcontext(), bf16)
+    assert torch.equal(drawn[0], output) and torch.equal(drawn[2], state)
+    assert drawn[1].keys() == gradients.keys() and len(gradients) > 20
+    assert all(torch.equal(drawn[1][name], gradients[name]) for name in gradients)
+    assert model.config._attn_implementation == "sdpa"
+    assert any(type(module) is torch.nn.Dropout for module in model.modules())
 
 
 def test_inside_the_block_an_encoder_draws_paired_masks_and_gets_its_own_back_after():
     model = _tiny_bert("sdpa", 0.5, 0.5).train()
-    batch = {
-        "input_ids": torch.tensor([[2, 7, 9, 11, 3], [2, 8, 3, 0, 0]]),
-        "attention_mask": torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]]),
-    }
     with torch.no_grad():
-        eval_output = model.eval()(**batch).last_hidden_state
+        eval_output = model.eval()(**PADDED_BATCH).last_hidden_state
         model.train()
         torch.manual_seed(3)
-        before = model(**batch).last_hidden_state
-        with paired_draw_dropout(model):
-            assert model.config._attn_implementation == "metricbert_paired_draw_sdpa"
+        before = model(**PADDED_BATCH).last_hidden_state
+        with drawn_dropout_masks(model, "paired"):
+            assert model.config._attn_implementation == attention_name("paired")
             assert {type(module) for module in model.modules()} & {torch.nn.Dropout} == set()
             torch.manual_seed(3)
-            inside = model(**batch).last_hidden_state
+            inside = model(**PADDED_BATCH).last_hidden_state
             torch.manual_seed(3)
-            again = model(**batch).last_hidden_state
-            evaluated = model.eval()(**batch).last_hidden_state
+            again = model(**PADDED_BATCH).last_hidden_state
+            evaluated = model.eval()(**PADDED_BATCH).last_hidden_state
             model.train()
         torch.manual_seed(3)
-        after = model(**batch).last_hidden_state
+        after = model(**PADDED_BATCH).last_hidden_state
     assert torch.equal(inside, again)  # the seed fixes the masks
     assert not torch.allclose(inside, before, atol=1e-3)  # other masks than bernoulli_ draws
-    assert torch.allclose(evaluated, eval_output, atol=1e-6)  # nothing changes without dropout
+    assert torch.equal(evaluated, eval_output)  # nothing changes without dropout
     assert model.config._attn_implementation == "sdpa"
     assert not any(isinstance(module, PairedDrawDropout) for module in model.modules())
     assert torch.equal(after, before)
 
 
-def test_an_eager_encoder_keeps_its_attention_and_pairs_its_other_masks():
+def test_an_eager_encoder_keeps_its_attention_and_draws_its_other_masks():
     model = _tiny_bert("eager", 0.0, 0.5).train()
-    with paired_draw_dropout(model):
+    with drawn_dropout_masks(model, "paired"):
         assert model.config._attn_implementation == "eager"
         assert all(type(module) is not torch.nn.Dropout for module in model.modules())
     assert model.config._attn_implementation == "eager"
+    with pytest.raises(ValueError, match="source must be one of"):
+        with drawn_dropout_masks(model, "philox"):
+            pass

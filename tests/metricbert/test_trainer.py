@@ -1,4 +1,5 @@
 import collections
+import contextlib
 import json
 import traceback
 from pathlib import Path
@@ -7,13 +8,16 @@ import numpy as np
 import pytest
 import torch
 from conftest import bare_config, intra_op_threads
-from transformers import AutoModel, AutoModelForMaskedLM
+from transformers import AutoModel, AutoModelForMaskedLM, TrainerCallback
 
+from metricbert_trainer.base.bernoulli_masks import mask_kernel
+from metricbert_trainer.base.dropout_masks import attention_name
 from metricbert_trainer.base.modeling import load_masked_lm
 from metricbert_trainer.base.pooling import mean_pool
 from metricbert_trainer.data.catalog import load_catalog
 from metricbert_trainer.metricbert.collator import MetricBertCollator
 from metricbert_trainer.metricbert.trainer import MetricBertTrainer
+from metricbert_trainer.training.trainer import CatalogTrainer
 
 
 @pytest.fixture(scope="module")
@@ -474,13 +478,13 @@ def test_paired_draw_dropout_trains_with_its_own_masks_and_recomputes_them_under
             activation_checkpointing=checkpointing,
         )
         for name, paired, checkpointing in (
-            ("bernoulli", False, False),
+            ("pytorch's masks", False, False),
             ("paired", True, False),
             ("paired-checkpointed", True, True),
         )
     }
     histories = {name: _loss_history(trainer, "mlm_loss") for name, trainer in runs.items()}
-    assert histories["paired"] != histories["bernoulli"]
+    assert histories["paired"] != histories["pytorch's masks"]
     assert histories["paired-checkpointed"] == pytest.approx(histories["paired"], rel=1e-5)
     paired, checkpointed = (
         dict(runs[name].model.named_parameters()) for name in ("paired", "paired-checkpointed")
@@ -489,6 +493,37 @@ def test_paired_draw_dropout_trains_with_its_own_masks_and_recomputes_them_under
     for trainer in runs.values():
         assert trainer.model.config._attn_implementation == "sdpa"
         assert any(type(module) is torch.nn.Dropout for module in trainer.model.modules())
+
+
+def test_the_default_cpu_masks_train_to_pytorchs_own_weights_bit_for_bit(
+    tmp_path, tiny_model_path, tokenizer, wine_items, monkeypatch
+):
+    """On a CPU the trainer draws its dropout masks from the compiled kernel (the model's attention
+    function is the kernel's during every step) and ends with the weights, losses and generator
+    state that PyTorch's own dropout gives: the masks and the arithmetic are PyTorch's."""
+    attention_seen: set[str] = set()
+
+    class AttentionSeen(TrainerCallback):
+        def on_step_end(self, args, state, control, model=None, **kwargs):
+            attention_seen.add(model.config._attn_implementation)
+
+    settings = dict(max_steps=3, mlm_weight=1.0, mlm_probability=0.15, mlm_head_warmup_steps=1, bf16=True)
+    drawn = MetricBertTrainer(
+        load_masked_lm(tiny_model_path),
+        _config(tmp_path / "drawn", **settings),
+        train_dataset=wine_items,
+        processing_class=tokenizer,
+        callbacks=[AttentionSeen()],
+    )
+    drawn.train()
+    after_drawn = torch.get_rng_state()
+    assert attention_seen == {attention_name("exact")} and mask_kernel() is not None
+    monkeypatch.setattr(CatalogTrainer, "cpu_dropout_masks", lambda self: contextlib.nullcontext())
+    own = _trained(tmp_path / "own", tiny_model_path, tokenizer, wine_items, **settings)
+    assert _differing_weights(drawn, own) == []
+    assert _loss_history(drawn, "loss") == _loss_history(own, "loss")
+    assert torch.equal(torch.get_rng_state(), after_drawn)
+    assert drawn.model.config._attn_implementation == "sdpa"
 
 
 @pytest.mark.parametrize("groups", [1, 4])
