@@ -8,13 +8,12 @@ masks of dropout are about an eighth of the step. PyTorch draws each mask elemen
 Mersenne Twister, one 32-bit draw per element. This benchmark finds the masks a step draws (every
 ``bernoulli_`` of a forward of the wines recipe's titles and descriptions, 32 items in 4 length
 groups, the model in train mode, as ``torch.profiler`` records their shapes) and times, rounds
-interleaved, three ways of drawing the scaled masks (fp32): ``bernoulli_(0.9).div_(0.9)`` as
-PyTorch's dropout draws them; ``base.bernoulli_masks.scaled_keep_mask``, the same masks bit for bit
-from the compiled kernel the trainers use on a CPU (compiled before the rounds); and
-``base.dropout_masks.paired_draw_keep_mask``, two elements from each 31-bit draw (``random_`` on
-int32 read as two 15-bit numbers, kept below ``round(0.9 * 2**15)``, a keep rate of 0.899994 for
-0.9), other masks for the same seed. Only the masks are timed; the product with them is the same
-every way.
+interleaved, two ways of drawing the scaled masks (fp32): ``bernoulli_(0.9).div_(0.9)`` as
+PyTorch's dropout draws them, and ``base.bernoulli_masks.scaled_keep_mask``, the same masks bit for
+bit from the compiled kernel the trainers use on a CPU (compiled before the rounds). Only the masks
+are timed; the product with them is the same either way. (Until commit 515e048 a third way, two
+elements from each 31-bit draw, other masks, was timed too: 0.46x of ``bernoulli_`` against the
+kernel's 0.17x, ``benchmarks/results/xeon-amx-167-2026-12-07-masks/dropout_masks.md``.)
 """
 
 from __future__ import annotations
@@ -28,7 +27,6 @@ from transformers import AutoModel, AutoTokenizer
 from versus_sentence_transformers import cpu_name, kernels
 
 from metricbert_trainer.base.bernoulli_masks import mask_kernel, scaled_keep_mask
-from metricbert_trainer.base.dropout_masks import paired_draw_keep_mask
 from metricbert_trainer.base.length_groups import group_inputs, split_by_length
 from metricbert_trainer.base.modeling import DEFAULT_MODEL, resolve_model_name
 from metricbert_trainer.data.catalog import load_catalog
@@ -63,12 +61,6 @@ def kernel_masks(shapes: list[tuple]) -> None:
         scaled_keep_mask(torch.empty(shape), KEEP)
 
 
-def paired_field_masks(shapes: list[tuple]) -> None:
-    for shape in shapes:
-        keep, scale = paired_draw_keep_mask(shape, KEEP)
-        keep.to(torch.float32).mul_(scale)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rounds", type=int, default=5)
@@ -87,7 +79,6 @@ def main() -> None:
     ways = {
         "bernoulli_ (PyTorch's dropout)": bernoulli_masks,
         "the same masks from the compiled kernel (base/bernoulli_masks.py)": kernel_masks,
-        "two 15-bit fields per int32 draw (other masks)": paired_field_masks,
     }
     seconds: dict[str, list[float]] = {name: [] for name in ways}
     for _ in range(arguments.rounds):

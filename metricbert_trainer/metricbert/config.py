@@ -89,7 +89,6 @@ from metricbert_trainer.training.config import CatalogTrainerConfig
         "Speed": ("length_groups",),
         "Levers the studies screened (docs/quality.md; the recipe keeps each at its default)": (
             "attention_dropout",
-            "paired_draw_dropout",
             "joint_field_pass",
             "distill_include_positive",
             "distill_within_field",
@@ -243,16 +242,6 @@ class MetricBertConfig(CatalogTrainerConfig):
             "kernel, so false trains faster there, most on long texts; the MLM-head warm-up already encodes "
             "without it. It stays on by default: without it two quality cells fell below the rule's allowance "
             '(docs/quality.md, "The training steps without attention dropout"; speeds: benchmarks/RESULTS.md).',
-        },
-    )
-    paired_draw_dropout: bool = field(
-        default=False,
-        metadata={
-            "help": "On a CPU, draw the training steps' dropout masks two elements to a random number "
-            "(base/dropout_masks.py) instead of one 32-bit draw each: the same rates up to rounding, other masks "
-            "for the same seed, and a faster step where drawing the masks weighs (an AMX CPU under bf16). Off by "
-            'default: its quality confirmation failed on the expert-judged pools (docs/quality.md, "Paired-draw '
-            'dropout masks"; speeds: benchmarks/RESULTS.md); nothing changes off a CPU.',
         },
     )
     batch_neighbourhood_size: int = field(

@@ -223,16 +223,10 @@ class MetricBertTrainer(CatalogTrainer):
         mlm = next(term for term in self.loss_terms if isinstance(term, MlmTerm))
         return mlm.weight_at(self.state.global_step)
 
-    @property
-    def dropout_mask_source(self) -> str:
-        """``paired_draw_dropout`` draws other masks, from half the random numbers; otherwise the
-        masks PyTorch draws (``base.dropout_masks``)."""
-        return "paired" if self.args.paired_draw_dropout else "exact"
-
     def train(self, resume_from_checkpoint: str | bool | None = None, trial=None, **kwargs):
         """``CatalogTrainer.train``, after the MLM-head warm-up (``mlm_head_warmup_steps``) when the
         run starts afresh; a resumed run's checkpoint already holds the warmed-up head. Both draw their
-        CPU dropout masks as ``dropout_mask_source`` says."""
+        CPU dropout masks from the compiled kernel (``cpu_dropout_masks``)."""
         resuming = checkpoint_to_resume(resume_from_checkpoint, self.args.output_dir) is not None
         setup = TrainingSetup(self)
         setup.prepare()

@@ -32,7 +32,7 @@ from metricbert_trainer.base.distributed import (
     mean_by_name_across_processes,
     world_size,
 )
-from metricbert_trainer.base.dropout_masks import drawn_dropout_masks
+from metricbert_trainer.base.dropout_masks import kernel_dropout_masks
 from metricbert_trainer.base.fsdp2 import shard_with_tied_parameters_together
 from metricbert_trainer.base.modeling import freeze_mlm_head, load_masked_lm, resolve_model_name, whole_copy
 from metricbert_trainer.base.weight_ensembling import StartBlendCallback
@@ -328,15 +328,12 @@ class CatalogTrainer(StagedCheckpoints, Trainer):
         with self.cpu_dropout_masks():
             return super().train(resume_from_checkpoint=resume_from_checkpoint, trial=trial, **kwargs)
 
-    # The masks PyTorch draws, from a compiled kernel (base.dropout_masks); a subclass may draw others.
-    dropout_mask_source = "exact"
-
     def cpu_dropout_masks(self) -> contextlib.AbstractContextManager:
-        """On a CPU, the model's dropout masks drawn as ``dropout_mask_source`` says for the passes
-        inside the block (``base.dropout_masks.drawn_dropout_masks``); elsewhere PyTorch's own."""
+        """On a CPU, the model's dropout masks (PyTorch's own) drawn by the compiled kernel for the
+        passes inside the block (``base.dropout_masks.kernel_dropout_masks``); elsewhere as PyTorch draws them."""
         if self.args.device.type != "cpu":
             return contextlib.nullcontext()
-        return drawn_dropout_masks(self.model, self.dropout_mask_source)
+        return kernel_dropout_masks(self.model)
 
     def create_optimizer(self, model=None) -> torch.optim.Optimizer:
         """``Trainer.create_optimizer``; under FSDP2 the model is sharded first, with its tied

@@ -1,6 +1,5 @@
-"""Dropout masks drawn faster on a CPU: PyTorch's own masks (the same outputs, gradients and generator
-state as PyTorch's dropout, bit for bit) or paired draws (their rate, their scale), and the encoder
-they are put into."""
+"""PyTorch's own dropout masks drawn by the compiled kernel inside an encoder: the same outputs,
+gradients and generator state as PyTorch's dropout, bit for bit, and the encoder given back after."""
 
 import contextlib
 
@@ -11,46 +10,11 @@ from transformers import BertConfig, BertModel
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
 from metricbert_trainer.base.dropout_masks import (
-    PairedDrawDropout,
-    attention_name,
-    drawn_dropout_masks,
-    exact_draw_dropout_function,
-    paired_draw_dropout_function,
-    paired_draw_keep_mask,
+    ATTENTION_NAME,
+    KernelMaskDropout,
+    kernel_dropout_masks,
     unfused_attention,
 )
-
-
-def test_a_mask_keeps_the_asked_share_in_both_halves_of_each_draw():
-    torch.manual_seed(0)
-    keep, scale = paired_draw_keep_mask((1000, 1001), 0.9)  # an odd count: the last draw is half used
-    assert keep.shape == (1000, 1001) and keep.dtype == torch.bool
-    assert scale == pytest.approx(2**15 / round(0.9 * 2**15))
-    flat = keep.flatten().float()
-    # Low fields fill the first half of the elements, high fields the second: each keeps ~0.9.
-    for part in flat.chunk(2):
-        assert part.mean().item() == pytest.approx(0.9, abs=0.002)
-    torch.manual_seed(0)
-    assert torch.equal(paired_draw_keep_mask((1000, 1001), 0.9)[0], keep)  # the seed fixes it
-    assert not torch.equal(paired_draw_keep_mask((1000, 1001), 0.9)[0], keep)
-    with pytest.raises(ValueError, match="keep must"):
-        paired_draw_keep_mask((4,), 0.0)
-
-
-def test_the_module_scales_what_it_keeps_and_passes_the_gradient_through_the_same_mask():
-    dropout = PairedDrawDropout(p=0.5)
-    inputs = torch.rand(64, 32, dtype=torch.float64) + 1.0
-    inputs.requires_grad_(True)
-    torch.manual_seed(1)
-    output = dropout(inputs)
-    kept = output != 0
-    assert 0.4 < kept.double().mean().item() < 0.6
-    scale = 2**15 / round(0.5 * 2**15)
-    assert torch.allclose(output[kept], inputs[kept] * scale)
-    output.sum().backward()
-    assert torch.allclose(inputs.grad, kept.double() * scale)
-    dropout.eval()
-    assert dropout(inputs) is inputs
 
 
 def _tiny_bert(attention: str, attention_dropout: float, hidden_dropout: float) -> BertModel:
@@ -89,10 +53,7 @@ def test_the_unfused_attention_is_pytorchs_with_the_same_masks(dtype, autocast):
     module = _tiny_bert("sdpa", 0.1, 0.1).encoder.layer[0].attention.self
     inputs = _attention_inputs(dtype)
     outputs, states = [], []
-    for attention in (
-        sdpa_attention_forward,
-        lambda *arguments, **keywords: unfused_attention(exact_draw_dropout_function, *arguments, **keywords),
-    ):
+    for attention in (sdpa_attention_forward, unfused_attention):
         torch.manual_seed(4)
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
             output, _ = attention(module, *inputs, dropout=0.1, scaling=0.25)
@@ -100,19 +61,13 @@ def test_the_unfused_attention_is_pytorchs_with_the_same_masks(dtype, autocast):
         states.append(torch.get_rng_state())
     assert outputs[0].dtype == outputs[1].dtype and outputs[0].shape == outputs[1].shape
     assert torch.equal(outputs[0], outputs[1]) and torch.equal(*states)
-    torch.manual_seed(4)
-    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
-        paired, _ = unfused_attention(
-            paired_draw_dropout_function, module, *inputs, dropout=0.1, scaling=0.25
-        )
-    assert not torch.equal(paired, outputs[0])  # other masks
 
 
 def test_without_dropout_the_attention_is_pytorchs_fused_kernel():
     module = _tiny_bert("sdpa", 0.1, 0.1).encoder.layer[0].attention.self
     inputs = _attention_inputs(torch.float32)
     expected, _ = sdpa_attention_forward(module, *inputs, dropout=0.0, scaling=0.25)
-    output, _ = unfused_attention(exact_draw_dropout_function, module, *inputs, dropout=0.0, scaling=0.25)
+    output, _ = unfused_attention(module, *inputs, dropout=0.0, scaling=0.25)
     assert torch.equal(output, expected)
 
 
@@ -136,11 +91,11 @@ def _trained_once(model, masks, bf16):
 def test_inside_the_block_an_encoder_trains_as_with_pytorchs_dropout_bit_for_bit(bf16):
     model = _tiny_bert("sdpa", 0.5, 0.5).train()
     output, gradients, state = _trained_once(model, contextlib.nullcontext(), bf16)
-    with drawn_dropout_masks(model) as inside:
-        assert inside.config._attn_implementation == attention_name("exact")
+    with kernel_dropout_masks(model) as inside:
+        assert inside.config._attn_implementation == ATTENTION_NAME
         assert {type(module) for module in model.modules()} & {torch.nn.Dropout} == set()
-        with drawn_dropout_masks(model):  # a block inside a block changes nothing
-            assert inside.config._attn_implementation == attention_name("exact")
+        with kernel_dropout_masks(model):  # a block inside a block changes nothing
+            assert inside.config._attn_implementation == ATTENTION_NAME
         drawn = _trained_once(model, contextlib.nullcontext(), bf16)
     assert torch.equal(drawn[0], output) and torch.equal(drawn[2], state)
     assert drawn[1].keys() == gradients.keys() and len(gradients) > 20
@@ -149,38 +104,23 @@ def test_inside_the_block_an_encoder_trains_as_with_pytorchs_dropout_bit_for_bit
     assert any(type(module) is torch.nn.Dropout for module in model.modules())
 
 
-def test_inside_the_block_an_encoder_draws_paired_masks_and_gets_its_own_back_after():
-    model = _tiny_bert("sdpa", 0.5, 0.5).train()
+def test_without_dropout_an_encoder_inside_the_block_is_as_it_was():
+    model = _tiny_bert("sdpa", 0.5, 0.5)
     with torch.no_grad():
-        eval_output = model.eval()(**PADDED_BATCH).last_hidden_state
-        model.train()
-        torch.manual_seed(3)
-        before = model(**PADDED_BATCH).last_hidden_state
-        with drawn_dropout_masks(model, "paired"):
-            assert model.config._attn_implementation == attention_name("paired")
-            assert {type(module) for module in model.modules()} & {torch.nn.Dropout} == set()
-            torch.manual_seed(3)
-            inside = model(**PADDED_BATCH).last_hidden_state
-            torch.manual_seed(3)
-            again = model(**PADDED_BATCH).last_hidden_state
-            evaluated = model.eval()(**PADDED_BATCH).last_hidden_state
-            model.train()
-        torch.manual_seed(3)
-        after = model(**PADDED_BATCH).last_hidden_state
-    assert torch.equal(inside, again)  # the seed fixes the masks
-    assert not torch.allclose(inside, before, atol=1e-3)  # other masks than bernoulli_ draws
-    assert torch.equal(evaluated, eval_output)  # nothing changes without dropout
-    assert model.config._attn_implementation == "sdpa"
-    assert not any(isinstance(module, PairedDrawDropout) for module in model.modules())
-    assert torch.equal(after, before)
+        expected = model.eval()(**PADDED_BATCH).last_hidden_state
+        with kernel_dropout_masks(model):
+            assert torch.equal(model(**PADDED_BATCH).last_hidden_state, expected)
+            assert all(
+                isinstance(module, KernelMaskDropout)
+                for module in model.modules()
+                if isinstance(module, torch.nn.Dropout)
+            )
 
 
-def test_an_eager_encoder_keeps_its_attention_and_draws_its_other_masks():
+def test_an_eager_encoder_keeps_its_attention_and_draws_its_other_masks_from_the_kernel():
     model = _tiny_bert("eager", 0.0, 0.5).train()
-    with drawn_dropout_masks(model, "paired"):
+    with kernel_dropout_masks(model):
         assert model.config._attn_implementation == "eager"
         assert all(type(module) is not torch.nn.Dropout for module in model.modules())
     assert model.config._attn_implementation == "eager"
-    with pytest.raises(ValueError, match="source must be one of"):
-        with drawn_dropout_masks(model, "philox"):
-            pass
+    assert any(type(module) is torch.nn.Dropout for module in model.modules())

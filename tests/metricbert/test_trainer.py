@@ -11,7 +11,7 @@ from conftest import bare_config, intra_op_threads
 from transformers import AutoModel, AutoModelForMaskedLM, TrainerCallback
 
 from metricbert_trainer.base.bernoulli_masks import mask_kernel
-from metricbert_trainer.base.dropout_masks import attention_name
+from metricbert_trainer.base.dropout_masks import ATTENTION_NAME
 from metricbert_trainer.base.modeling import load_masked_lm
 from metricbert_trainer.base.pooling import mean_pool
 from metricbert_trainer.data.catalog import load_catalog
@@ -457,16 +457,16 @@ def test_attention_dropout_off_trains_like_a_model_configured_without_it(
     assert modes["drawn"] and all(modes["drawn"])
 
 
-def test_paired_draw_dropout_trains_with_its_own_masks_and_recomputes_them_under_checkpointing(
+def test_activation_checkpointing_draws_the_kernels_masks_again_in_its_recomputed_forward(
     tmp_path, tiny_model_path, tokenizer, wine_items
 ):
-    """``paired_draw_dropout`` draws other masks than PyTorch's (other losses for the same seed);
-    activation checkpointing, which runs each layer's forward again in the backward pass, draws
-    the same masks again (the same weights as without it, up to rounding); after training the model
-    has its own dropout modules and attention function back."""
-    runs = {
-        name: _trained(
-            tmp_path / name,
+    """Activation checkpointing runs each layer's forward again in the backward pass, after restoring
+    the generator's state: the kernel, which reads and writes that state, draws the same masks again
+    (the same weights as without checkpointing, up to rounding); after training the model has its
+    own dropout modules and attention function back."""
+    runs = [
+        _trained(
+            tmp_path / str(checkpointing),
             tiny_model_path,
             tokenizer,
             wine_items,
@@ -474,23 +474,15 @@ def test_paired_draw_dropout_trains_with_its_own_masks_and_recomputes_them_under
             mlm_weight=1.0,
             mlm_probability=0.15,
             mlm_head_warmup_steps=1,
-            paired_draw_dropout=paired,
             activation_checkpointing=checkpointing,
         )
-        for name, paired, checkpointing in (
-            ("pytorch's masks", False, False),
-            ("paired", True, False),
-            ("paired-checkpointed", True, True),
-        )
-    }
-    histories = {name: _loss_history(trainer, "mlm_loss") for name, trainer in runs.items()}
-    assert histories["paired"] != histories["pytorch's masks"]
-    assert histories["paired-checkpointed"] == pytest.approx(histories["paired"], rel=1e-5)
-    paired, checkpointed = (
-        dict(runs[name].model.named_parameters()) for name in ("paired", "paired-checkpointed")
-    )
-    assert all(torch.allclose(paired[name], checkpointed[name], atol=1e-5) for name in paired)
-    for trainer in runs.values():
+        for checkpointing in (False, True)
+    ]
+    histories = [_loss_history(trainer, "mlm_loss") for trainer in runs]
+    assert histories[1] == pytest.approx(histories[0], rel=1e-5)
+    plain, checkpointed = (dict(trainer.model.named_parameters()) for trainer in runs)
+    assert all(torch.allclose(plain[name], checkpointed[name], atol=1e-5) for name in plain)
+    for trainer in runs:
         assert trainer.model.config._attn_implementation == "sdpa"
         assert any(type(module) is torch.nn.Dropout for module in trainer.model.modules())
 
@@ -517,7 +509,7 @@ def test_the_default_cpu_masks_train_to_pytorchs_own_weights_bit_for_bit(
     )
     drawn.train()
     after_drawn = torch.get_rng_state()
-    assert attention_seen == {attention_name("exact")} and mask_kernel() is not None
+    assert attention_seen == {ATTENTION_NAME} and mask_kernel() is not None
     monkeypatch.setattr(CatalogTrainer, "cpu_dropout_masks", lambda self: contextlib.nullcontext())
     own = _trained(tmp_path / "own", tiny_model_path, tokenizer, wine_items, **settings)
     assert _differing_weights(drawn, own) == []
