@@ -37,7 +37,7 @@ def _synchronise() -> None:
 
 class StepProfiler(TrainerCallback):
     """``torch.profiler`` over ``count`` optimizer steps starting at step ``first``, written as
-    two tables (by device time and by host time) to ``path``: where a step's time goes, how much
+    tables (by device time, by host time, by host time per input shape) to ``path``: where a step's time goes, how much
     of it the GPU spends idle waiting for the host (its kernels' total beside the wall time), and
     how many operators the host dispatched a step (a CPU can count those too).
 
@@ -60,7 +60,7 @@ class StepProfiler(TrainerCallback):
                 activities.append(torch.profiler.ProfilerActivity.CUDA)
             _synchronise()
             self._profiler = torch.profiler.profile(
-                activities=activities, with_stack=not torch.cuda.is_available()
+                activities=activities, with_stack=not torch.cuda.is_available(), record_shapes=True
             )
             self._profiler.__enter__()
             self._started = time.perf_counter()
@@ -109,6 +109,19 @@ class StepProfiler(TrainerCallback):
                 handle.write(
                     f"sorted by {key}\n{averages.table(sort_by=key, row_limit=25, max_name_column_width=60)}\n"
                 )
+            # The same operator on tensors of different shapes (a vocabulary-sized table, an activation) apart.
+            by_shape = EventList(
+                [
+                    average
+                    for average in self._profiler.key_averages(group_by_input_shape=True)
+                    if average.key not in frames
+                ],
+                use_device="cuda" if torch.cuda.is_available() else None,
+            )
+            handle.write(
+                "sorted by self_cpu_time_total, by input shape\n"
+                f"{by_shape.table(sort_by='self_cpu_time_total', row_limit=25, max_name_column_width=60)}\n"
+            )
             # Every operator's calls a step, so two rows' files can be compared line by line.
             handle.write("ATen operator calls a step, by operator\n")
             counted = sorted(

@@ -102,8 +102,6 @@ ONE_PASS = ONE_BATCH + ["--joint_field_pass", "true"]
 # The training steps without the attention probabilities' dropout (``attention_dropout``), which on a CPU
 # takes attention off its fused kernel.
 NO_ATTENTION_DROPOUT = ["--attention_dropout", "false"]
-# Dropout masks drawn two elements to a random number (``base.dropout_masks``), off by default.
-PAIRED_MASKS = ["--paired_draw_dropout", "true"]
 # Rows that train with the dropout masks drawn by PyTorch's ``bernoulli_`` itself (``masks_from_bernoulli``),
 # as before the trainers drew the same masks from a compiled kernel: that change side by side, in one process.
 BERNOULLI = "dropout masks drawn by bernoulli_"
@@ -125,17 +123,7 @@ OURS = [
         "recipes/wines/minilm.yaml",
         UNMASKED_POOLING,
     ),
-    (
-        "ours: default recipe (bf16), paired-draw dropout masks",
-        "recipes/wines/minilm.yaml",
-        PAIRED_MASKS,
-    ),
     ("ours: default recipe, fp32", "recipes/wines/minilm.yaml", FP32),
-    (
-        "ours: default recipe, fp32, paired-draw dropout masks",
-        "recipes/wines/minilm.yaml",
-        FP32 + PAIRED_MASKS,
-    ),
     (
         "ours: default recipe, fp32, vectors from a second, unmasked pass",
         "recipes/wines/minilm.yaml",
@@ -166,7 +154,6 @@ OURS = [
         for label, overrides in (
             ("one padded batch per field", ONE_BATCH),
             ("one pass for both fields", ONE_PASS),
-            ("paired-draw dropout masks", PAIRED_MASKS),
             ("2 length groups", length_groups(2)),
             ("8 length groups", length_groups(8)),
             ("no guide cache", NO_CACHE),
@@ -183,11 +170,6 @@ OURS = [
         + ["--false_negative_filter", "false", "--guide_diagnostics", "false", "--distill_weight", "0"],
     ),
     ("ours: default recipe without MLM (bf16)", "recipes/wines/minilm.yaml", NO_MLM),
-    (
-        "ours: default recipe without MLM (bf16), paired-draw dropout masks",
-        "recipes/wines/minilm.yaml",
-        NO_MLM + PAIRED_MASKS,
-    ),
     (
         "ours: default recipe without MLM (bf16), one pass for both fields",
         "recipes/wines/minilm.yaml",
@@ -307,13 +289,25 @@ def run_training(arguments: argparse.Namespace) -> None:
         )
     torch.manual_seed(0)
     catalog = load_catalog(CATALOG)
-    items = catalog.dataset.shuffle(seed=0).select(range(BATCH_SIZE * (arguments.warmup + arguments.steps)))
+    shuffled = catalog.dataset.shuffle(seed=0)
+    per_round = BATCH_SIZE * (arguments.warmup + arguments.steps)
+    if arguments.fresh_items and per_round * (arguments.warmup_rounds + arguments.rounds) > len(shuffled):
+        raise SystemExit(
+            f"--fresh_items needs {per_round} new items a round; the catalog has {len(shuffled)}."
+        )
+
+    def round_items(round_index: int) -> Dataset:
+        """The items a round trains on: the same every round, or with ``--fresh_items`` items no
+        earlier round of the process saw (so that each step's batch shapes are new to it)."""
+        first = (round_index + arguments.warmup_rounds) * per_round if arguments.fresh_items else 0
+        return shuffled.select(range(first, first + per_round))
+
     device = arguments.device
     placement = ON_CPU if device == "cpu" else []
     configurations: list[tuple[str, Callable]] = [
         (
             label,
-            lambda out, timer, c=config, o=overrides + placement + (BF16 if "bf16" in label else []): (
+            lambda out, timer, items, c=config, o=overrides + placement + (BF16 if "bf16" in label else []): (
                 our_trainer(c, o, items, total, out, timer)
             ),
         )
@@ -323,17 +317,19 @@ def run_training(arguments: argparse.Namespace) -> None:
     configurations += [
         (
             MNRL,
-            lambda out, timer: sentence_transformers_trainer("mnrl", items, total, out, timer, device=device),
+            lambda out, timer, items: sentence_transformers_trainer(
+                "mnrl", items, total, out, timer, device=device
+            ),
         ),
         (
             "sentence-transformers: TripletLoss",
-            lambda out, timer: sentence_transformers_trainer(
+            lambda out, timer, items: sentence_transformers_trainer(
                 "triplet", items, total, out, timer, device=device
             ),
         ),
         (
             MNRL_BF16,
-            lambda out, timer: sentence_transformers_trainer(
+            lambda out, timer, items: sentence_transformers_trainer(
                 "mnrl", items, total, out, timer, bf16=True, device=device
             ),
         ),
@@ -362,7 +358,7 @@ def run_training(arguments: argparse.Namespace) -> None:
             timer = StepTimer()
             profiled = bool(arguments.profile) and round_index == 0
             with tempfile.TemporaryDirectory() as output_dir:
-                trainer = build(output_dir, timer)
+                trainer = build(output_dir, timer, round_items(round_index))
                 if profiled:
                     os.makedirs(arguments.profile, exist_ok=True)
                     slug = re.sub(r"[^a-z0-9]+", "-", label.lower()).strip("-")[:80]
@@ -391,15 +387,15 @@ def run_training(arguments: argparse.Namespace) -> None:
     rates = {label: BATCH_SIZE / statistics.median(durations) for label, durations in measured.items()}
     # One epoch over the items: every step's cost plus the guide cache's one pass over them.
     epoch_rates = {
-        label: 1 / (1 / rates[label] + statistics.median(cache_seconds[label]) / len(items))
-        for label in rates
+        label: 1 / (1 / rates[label] + statistics.median(cache_seconds[label]) / per_round) for label in rates
     }
     baseline = {precision[label]: rates[label] for label in BASELINES if label in rates}
     print(
         header(
             arguments,
             f"{arguments.rounds} rounds x {arguments.steps} measured steps ({arguments.warmup} warm-up steps per round, "
-            f"after {arguments.warmup_rounds} untimed round{'s' if arguments.warmup_rounds != 1 else ''})",
+            f"after {arguments.warmup_rounds} untimed round{'s' if arguments.warmup_rounds != 1 else ''})"
+            + ("; each round on items no earlier round saw" if arguments.fresh_items else ""),
         )
     )
     print(
@@ -557,6 +553,13 @@ def main(argv: list[str] | None = None) -> None:
         "costs (on an AMX Xeon its first round ran at 0.75 of its later ones, 2026-12-07).",
     )
     train.add_argument("--steps", type=int, default=8)
+    train.add_argument(
+        "--fresh_items",
+        action="store_true",
+        help="Train each round (the untimed ones too) on items no earlier round saw, as a run's first epoch "
+        "does: every batch's shapes are new to the process (on a CPU under bf16 oneDNN builds kernels for each "
+        "new shape). By default every round trains on the same items, whose shapes later rounds have seen.",
+    )
     train.add_argument(
         "--only",
         nargs="+",
