@@ -110,13 +110,17 @@ def kept_value_bits(dtype: torch.dtype, keep: float) -> int:
 @functools.cache
 def mask_kernel() -> Callable | None:
     """The compiled kernel, checked against ``bernoulli_`` on a generator of its own; None (masks
-    from ``bernoulli_``) where numba is missing or the check fails."""
+    from ``bernoulli_``) where numba is missing, fails to compile or load its cache, or the check fails."""
     try:
         kernel = compiled_kernel()
+        matches = kernel_matches_bernoulli(kernel)
     except ImportError:
         logger.info("numba is not installed: CPU dropout masks come from bernoulli_.")
         return None
-    if not kernel_matches_bernoulli(kernel):
+    except Exception as error:  # numba's compile or cache errors: bernoulli_ draws the same masks
+        logger.warning("The CPU dropout mask kernel did not compile (%s): masks come from bernoulli_.", error)
+        return None
+    if not matches:
         logger.warning(
             "This PyTorch's generator state or bernoulli_ differs from what base/bernoulli_masks.py reads: "
             "CPU dropout masks come from bernoulli_."
@@ -184,9 +188,8 @@ def compiled_kernel() -> Callable:
 
     @njit(cache=True, boundscheck=False)
     def pairs_into(words, mask, high, low, kept_value):
-        dropped = (
-            kept_value ^ kept_value
-        )  # a zero of the mask's type: a literal 0 would unify uint64 to float64
+        # A zero of the mask's type: a literal 0 would unify uint64 to float64, whose store rounds.
+        dropped = kept_value ^ kept_value
         for k in range(mask.shape[0]):
             mask[k] = kept_value if kept(words[2 * k], words[2 * k + 1], high, low) else dropped
 

@@ -67,8 +67,9 @@ def unfused_attention(
     There PyTorch computes the attention unfused, and this computes it the same way: under CPU
     autocast the inputs in its dtype (as autocast gives them to that kernel) and autocast off inside;
     bf16 and fp16 raised to fp32; the scores from the query and the key each scaled by the square
-    root of the scale; ``-inf`` where a query may not attend; softmax, dropout, the product with the
-    values, and the result in the inputs' dtype. Everything else (no dropout, another device, a
+    root of the scale; ``-inf`` where a query may not attend; softmax (zeros for a query that may attend
+    to no key, as PyTorch's safe softmax gives), dropout, the product with the values, and the result in
+    the inputs' dtype. Everything else (no dropout, another device, a
     causal or grouped-query module, a position bias, a cache) is PyTorch's scaled-dot-product
     attention through transformers, fused kernel included. ``attention_mask`` is what ``sdpa_mask``
     builds: None, or True where a query may attend."""
@@ -91,14 +92,19 @@ def unfused_attention(
     dtype = query.dtype
     computed_in = torch.float32 if dtype in (torch.bfloat16, torch.float16) else dtype
     root_scale = math.sqrt(query.shape[-1] ** -0.5 if scaling is None else scaling)
+    unattending = None  # query rows that may attend to no key, for which PyTorch's softmax gives zeros
     with torch.autocast("cpu", enabled=False):
         scores = (query.to(computed_in) * root_scale) @ (key.to(computed_in) * root_scale).transpose(-2, -1)
         if attention_mask is not None:
             if attention_mask.dtype == torch.bool:
                 scores = scores.masked_fill(~attention_mask, float("-inf"))
+                unattending = ~attention_mask.any(dim=-1, keepdim=True)
             else:
                 scores = scores + attention_mask.to(computed_in)
-        probabilities = kernel_mask_dropout(torch.softmax(scores, dim=-1), dropout)
+        probabilities = torch.softmax(scores, dim=-1)
+        if unattending is not None and bool(unattending.any()):
+            probabilities = probabilities.masked_fill(unattending, 0.0)
+        probabilities = kernel_mask_dropout(probabilities, dropout)
         output = (probabilities @ value.to(computed_in)).to(dtype)
     return output.transpose(1, 2).contiguous(), None
 

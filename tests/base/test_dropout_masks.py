@@ -40,6 +40,7 @@ def _attention_inputs(dtype):
     query, key, value = (torch.randn(3, 2, 6, 16, generator=generator).to(dtype) for _ in range(3))
     attends = torch.ones(3, 1, 6, 6, dtype=torch.bool)
     attends[1, ..., 4:] = False  # the second row's last two tokens are padding
+    attends[2, :, 3, :] = False  # a query that may attend to nothing: PyTorch gives it zeros
     return query, key, value, attends
 
 
