@@ -102,7 +102,7 @@ def unfused_attention(
             else:
                 scores = scores + attention_mask.to(computed_in)
         probabilities = torch.softmax(scores, dim=-1)
-        if unattending is not None and bool(unattending.any()):
+        if unattending is not None:  # always, as PyTorch's safe softmax does: no read of the mask on the host
             probabilities = probabilities.masked_fill(unattending, 0.0)
         probabilities = kernel_mask_dropout(probabilities, dropout)
         output = (probabilities @ value.to(computed_in)).to(dtype)
