@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import math
 from collections.abc import Callable
 
 import numpy as np
@@ -91,9 +92,7 @@ def keep_threshold(keep: float) -> int:
     ``k / 2**53`` is compared with ``keep``, so ``k < keep * 2**53``, rounded up."""
     if not 0.0 <= keep <= 1.0:
         raise ValueError(f"keep must be a probability; got {keep}.")
-    scaled = keep * 2.0**53  # exact: a power of two
-    whole = int(scaled)
-    return whole if whole == scaled else whole + 1
+    return math.ceil(keep * 2.0**53)  # the product is exact: a power of two
 
 
 @functools.lru_cache(maxsize=64)
@@ -187,15 +186,15 @@ def compiled_kernel() -> Callable:
         return (first < high) | ((first == high) & (tempered(second) < low))
 
     @njit(cache=True, boundscheck=False)
-    def pairs_into(words, mask, high, low, kept_value):
-        # A zero of the mask's type: a literal 0 would unify uint64 to float64, whose store rounds.
-        dropped = kept_value ^ kept_value
+    def pairs_into(words, mask, high, low, kept_value, dropped):
         for k in range(mask.shape[0]):
             mask[k] = kept_value if kept(words[2 * k], words[2 * k + 1], high, low) else dropped
 
     @njit(cache=True, boundscheck=False)
     def draw(words, position, mask, high, low, kept_value):
         count, done = mask.shape[0], 0
+        # A zero of the mask's type: a literal 0 would unify uint64 to float64, whose store rounds.
+        dropped = kept_value ^ kept_value
         while done < count:
             if position >= WORDS:
                 next_block(words)
@@ -203,14 +202,19 @@ def compiled_kernel() -> Callable:
             if position < WORDS - 1:
                 pairs = min((WORDS - position) // 2, count - done)
                 pairs_into(
-                    words[position : position + 2 * pairs], mask[done : done + pairs], high, low, kept_value
+                    words[position : position + 2 * pairs],
+                    mask[done : done + pairs],
+                    high,
+                    low,
+                    kept_value,
+                    dropped,
                 )
                 done += pairs
                 position += 2 * pairs
             else:  # the block's last word and the next block's first make one element
                 first = words[WORDS - 1]
                 next_block(words)
-                mask[done] = kept_value if kept(first, words[0], high, low) else kept_value ^ kept_value
+                mask[done] = kept_value if kept(first, words[0], high, low) else dropped
                 done += 1
                 position = 1
         return position
