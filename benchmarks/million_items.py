@@ -1304,6 +1304,22 @@ def timed_command(command: list[str]) -> tuple[subprocess.CompletedProcess, floa
     return finished, seconds, int(finished.stderr.strip().splitlines()[-1]) / 2**20, added
 
 
+def cpu_label() -> str:
+    """The CPU as /proc/cpuinfo names it, with its family and model (one Xeon name covers many)."""
+    fields = {}
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as handle:
+            for line in handle:
+                name, _, value = line.partition(":")
+                fields.setdefault(name.strip(), value.strip())
+    except OSError:
+        return "CPU not named"
+    return (
+        f"{fields.get('model name', 'CPU')}, family {fields.get('cpu family', '?')} model "
+        f"{fields.get('model', '?')}, {os.cpu_count()} cores"
+    )
+
+
 def run_update_cache(arguments: argparse.Namespace) -> None:
     """``metricbert encode --cache`` as a user runs it on a catalog of ``--items`` items that gained
     ``--added`` new ones since its cache was written: only the new items' texts are encoded."""
@@ -1357,10 +1373,14 @@ def run_recommend(arguments: argparse.Namespace) -> None:
 
     from metricbert_trainer.base.modeling import DEFAULT_MODEL, resolve_model_name
 
+    if arguments.processes > 1 and not arguments.all:
+        raise SystemExit("--processes shares the table of --all among the processes of a launch.")
     OUTPUTS.mkdir(parents=True, exist_ok=True)
-    catalog, cache = prepared_recommend_files(arguments.items, OUTPUTS)
-    for kept in cache.parent.glob(f"{cache.stem}.*.npz"):
-        kept.unlink()
+    catalog, cache = OUTPUTS / f"catalog-{arguments.items}.csv", OUTPUTS / f"embeddings-{arguments.items}.npz"
+    if not (arguments.keep_caches and catalog.exists() and cache.exists()):
+        catalog, cache = prepared_recommend_files(arguments.items, OUTPUTS)
+        for kept in cache.parent.glob(f"{cache.stem}.*.npz"):
+            kept.unlink()
     # One item's neighbours, or every item's written to a table (recommend --all).
     table = OUTPUTS / f"recommendations-{arguments.items}-among-{arguments.all_candidates}.parquet"
     asked = (
@@ -1368,16 +1388,30 @@ def run_recommend(arguments: argparse.Namespace) -> None:
         if arguments.all
         else ["--item", "item-0"]
     )
+    # A plain command, or an accelerate launch whose processes share the table (one thread each).
+    launcher = [sys.executable] if arguments.processes == 1 else cpu_launch(arguments.processes)
     command = [
-        sys.executable, "-m", "metricbert_trainer.cli", "recommend", "--model", resolve_model_name(DEFAULT_MODEL),
+        *launcher, "-m", "metricbert_trainer.cli", "recommend", "--model", resolve_model_name(DEFAULT_MODEL),
         "--catalog", str(catalog), *asked, "--cache", str(cache),
         "--shared-neighbour-candidates", str(arguments.candidates),
     ]  # fmt: skip
-    print(f"`metricbert {' '.join(command[3:])}`, the ranking's defaults otherwise ({default_ranking()})\n")
-    print("| items | call | s | peak RSS GiB |\n|---:|---|---:|---:|")
-    for call in ("first (fits, lists, writes the caches)", "second (reads them back)"):
-        finished, seconds, peak, _ = timed_command(command)
-        print(f"| {arguments.items:,} | {call} | {seconds:.1f} | {peak:.2f} |", flush=True)
+    shown = (
+        f"metricbert {' '.join(command[3:])}"
+        if arguments.processes == 1
+        else f"accelerate launch {' '.join(command[3:])}"
+    )
+    print(f"`{shown}`, the ranking's defaults otherwise ({default_ranking()}); {cpu_label()}\n")
+    print(
+        "| items | processes | call | s | largest process's peak RSS GiB | machine's peak above its start GiB |\n"
+        "|---:|---:|---|---:|---:|---:|"
+    )
+    calls = ("first (fits, lists, writes the caches)", "second (reads them back)")
+    for call in ("first (reads the kept caches back)", calls[1]) if arguments.keep_caches else calls:
+        finished, seconds, peak, added = timed_command(command)
+        print(
+            f"| {arguments.items:,} | {arguments.processes} | {call} | {seconds:.1f} | {peak:.2f} | {added:.2f} |",
+            flush=True,
+        )
     print("\n" + finished.stdout)
     if arguments.all:
         print(table_summary(table))
@@ -1514,7 +1548,7 @@ def table_recall(command: list[str], table: Path, sample: int) -> str:
 
     args = build_parser().parse_args(command[3:])
     catalog = load_cli_catalog(args)
-    scorer, _ = command_scorer(args, catalog)
+    _, _, scorer, _ = command_scorer(args, catalog)
     drawn = np.sort(np.random.default_rng(0).choice(len(catalog), size=sample, replace=False))
     nearest = scorer.nearest_ranker(catalog, args.top_k)
     # A few rows at a time: each holds several [rows, N] arrays while the fusion standardises them.
@@ -1835,6 +1869,17 @@ def main() -> None:
         type=int,
         default=0,
         help="With --all: compare the table's rows of this many items with the exact ranking.",
+    )
+    recommend.add_argument(
+        "--processes",
+        type=int,
+        default=1,
+        help="With --all: processes of an accelerate launch sharing the table (1: a plain command).",
+    )
+    recommend.add_argument(
+        "--keep-caches",
+        action="store_true",
+        help="Start from the TF-IDF and lists caches an earlier run kept (both calls then read them back).",
     )
     recommend.set_defaults(run=run_recommend)
     index = commands.add_parser(

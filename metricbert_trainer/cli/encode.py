@@ -24,12 +24,13 @@ from metricbert_trainer.cli.options import (
     add_precision,
     catalog_options,
     command_max_length,
+    encode_into_cache,
     load_cli_catalog,
     name_and_path,
     warn_of_emulated_bf16,
 )
 from metricbert_trainer.evaluation.embedding_cache import check_cache_path
-from metricbert_trainer.evaluation.encoding import encode_catalog, precision_label
+from metricbert_trainer.evaluation.encoding import precision_label
 from metricbert_trainer.evaluation.neighbours import METRIC_INF, catalog_views
 from metricbert_trainer.evaluation.scorers import load_encoder
 
@@ -64,20 +65,7 @@ def run(args: argparse.Namespace) -> int:
         warn_of_emulated_bf16(args.precision, model.device)
         max_length = command_max_length(args, model, tokenizer)
         started = time.perf_counter()
-        # Only the cache is wanted: process 0 alone holds the vectors, while it writes them.
-        encode_catalog(
-            model,
-            tokenizer,
-            catalog,
-            mode=args.scorer,
-            batch_size=args.batch_size,
-            max_length=max_length,
-            cache_path=args.cache,
-            show_progress=state.is_main_process,
-            across_processes=True,
-            precision=args.precision,
-            cache_only=True,
-        )
+        encode_into_cache(args, model, tokenizer, catalog, args.cache, show_progress=state.is_main_process)
         if state.is_main_process:
             views = catalog_views(catalog, args.scorer)
             texts = sum(len(view) for view in views.values())

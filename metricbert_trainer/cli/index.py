@@ -52,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
     # Stamped before it is read: a catalog that changes during the build leaves the index stale.
     catalog_stamp = file_stamp(args.catalog)
     catalog = load_cli_catalog(args)
-    scorer, cache = command_scorer(args, catalog)
+    _, _, scorer, cache = command_scorer(args, catalog)
     encoder = encoder_of(scorer)
     model_folder = Path(encoder.model.name_or_path).resolve()
     similarity = None

@@ -23,7 +23,7 @@ from metricbert_trainer.evaluation.cache_folder import (
     used_and_trimmed,
 )
 from metricbert_trainer.evaluation.embedding_cache import check_cache_path
-from metricbert_trainer.evaluation.encoding import PRECISIONS, precision_label
+from metricbert_trainer.evaluation.encoding import PRECISIONS, encode_catalog, precision_label
 from metricbert_trainer.evaluation.hybrid import DEFAULT_TFIDF_MODE, DEFAULT_TFIDF_WEIGHT, with_tfidf
 from metricbert_trainer.evaluation.neighbours import CONCAT, METRIC_INF, mode_label
 from metricbert_trainer.evaluation.pool_metrics import POOL_METRICS, PoolScores, facet_metric
@@ -350,6 +350,27 @@ def encoder_scorer(
         cache_path=cache_path,
         show_progress=True,
         precision=precision,
+    )
+
+
+def encode_into_cache(
+    args: argparse.Namespace, model, tokenizer, catalog: Catalog, cache: str | Path, *, show_progress: bool
+) -> None:
+    """The catalog's views under ``--scorer`` encoded into ``cache`` as the command's scorer reads
+    them (``encoder_scorer``), the encoding shared among the processes of a launch: every process
+    must call this together, and process 0 alone holds the vectors while it writes them."""
+    encode_catalog(
+        model,
+        tokenizer,
+        catalog,
+        mode=args.scorer,
+        batch_size=args.batch_size,
+        max_length=command_max_length(args, model, tokenizer),
+        cache_path=cache,
+        show_progress=show_progress,
+        across_processes=True,
+        precision=args.precision,
+        cache_only=True,
     )
 
 

@@ -7,7 +7,18 @@ import argparse
 from collections.abc import Sequence
 from pathlib import Path
 
+import torch
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+from metricbert_trainer.base.distributed import process_group_closed_at_exit
 from metricbert_trainer.cli.argument_types import integer_at_least
+from metricbert_trainer.cli.launched_table import (
+    joined_parts,
+    launch_state,
+    part_path,
+    prepare_caches_once,
+    process_share,
+)
 from metricbert_trainer.cli.neighbour_listing import neighbour_listing, similarity_sentence
 from metricbert_trainer.cli.options import (
     catalog_options,
@@ -53,7 +64,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         "--all",
         action="store_true",
         help="Every item's neighbours, written to --output: every item against every other (N^2 distances), "
-        "or among --candidates.",
+        "or among --candidates. Under accelerate launch -m metricbert_trainer.cli, the processes share the "
+        "encoding and the items, process 0 prepares the TF-IDF and the lists and joins the table "
+        "(docs/evaluation.md).",
     )
     recommend.add_argument(
         "--output",
@@ -112,7 +125,7 @@ def run(args: argparse.Namespace) -> int:
             f"No item with id {args.item!r} in {catalog.source} (ids come from the "
             f"{args.id_column!r} column; items with an empty text field are skipped)."
         ) from None
-    scorer, cache = command_scorer(args, catalog)
+    _, _, scorer, cache = command_scorer(args, catalog)
     print(recommendation_text(args, catalog, item, scorer.nearest(catalog, [item], args.top_k)))
     trim_cache_folder(args, cache)
     return 0
@@ -137,7 +150,8 @@ def recommendation_text(args: argparse.Namespace, catalog: Catalog, item: int, n
 
 
 def run_all(args: argparse.Namespace) -> int:
-    """``--all``: every item's ``--top-k`` neighbours, written to ``--output``."""
+    """``--all``: every item's ``--top-k`` neighbours, written to ``--output``; under ``accelerate
+    launch``, the items shared among the processes (``launched_table``)."""
     if not args.output:
         raise UsageError("--all writes a table: name it with --output (for example recommendations.csv)")
     if args.candidates and args.candidates < args.top_k:
@@ -149,23 +163,32 @@ def run_all(args: argparse.Namespace) -> int:
         args.output, option="--output", reads=[args.catalog, *model_paths(args)], overwrite=args.overwrite
     )
     check_caches(args)
-    catalog = load_cli_catalog(args)
-    items = shard_items(len(catalog), args.num_shards, args.shard_index)
-    scorer, cache = command_scorer(args, catalog)
-    written = write_recommendations(
-        scorer,
-        catalog,
-        args.top_k,
-        args.output,
-        candidates=args.candidates,
-        items=items,
-        show_progress=True,
-    )
-    among = f", each searched among {args.candidates} candidates" if args.candidates else ""
-    of = f"{len(items)} items" if args.num_shards == 1 else shard_label(items, len(catalog), args)
-    units = "" if ranks_by_the_model_alone(args) else "; distances in standard deviations"
-    print(f"{args.output}: {written} neighbours of {of}, by {ranking_label(args)}{units}{among}.")
-    trim_cache_folder(args, cache)
+    state = launch_state(args)
+    with process_group_closed_at_exit():
+        catalog = load_cli_catalog(args)
+        shard = shard_items(len(catalog), args.num_shards, args.shard_index)
+        model, tokenizer, scorer, cache = command_scorer(args, catalog, device=state.device)
+        launched = state.num_processes > 1
+        if launched:
+            prepare_caches_once(args, model, tokenizer, scorer, catalog, cache)
+        written = write_recommendations(
+            scorer,
+            catalog,
+            args.top_k,
+            part_path(args.output, state.process_index, state.num_processes) if launched else args.output,
+            candidates=args.candidates,
+            items=process_share(shard, state),
+            show_progress=state.is_main_process,
+        )
+        if launched:
+            written = joined_parts(args.output, written)
+        if state.is_main_process:
+            among = f", each searched among {args.candidates} candidates" if args.candidates else ""
+            of = f"{len(shard)} items" if args.num_shards == 1 else shard_label(shard, len(catalog), args)
+            units = "" if ranks_by_the_model_alone(args) else "; distances in standard deviations"
+            on = f" on {state.num_processes} processes" if launched else ""
+            print(f"{args.output}: {written} neighbours of {of}, by {ranking_label(args)}{units}{among}{on}.")
+            trim_cache_folder(args, cache)
     return 0
 
 
@@ -177,13 +200,16 @@ def shard_label(items: Sequence[int], count: int, args: argparse.Namespace) -> s
     )
 
 
-def command_scorer(args: argparse.Namespace, catalog: Catalog) -> tuple[Scorer, str | Path | None]:
-    """The ranking the command's options ask for (``--model`` under ``ranking_scorer``) and where
-    its caches are kept (``command_cache``)."""
+def command_scorer(
+    args: argparse.Namespace, catalog: Catalog, device: str | torch.device | None = None
+) -> tuple[PreTrainedModel, PreTrainedTokenizerBase, Scorer, str | Path | None]:
+    """The model (on ``--device``, else ``device``), its tokenizer, the ranking the command's
+    options ask for (``--model`` under ``ranking_scorer``) and where its caches are kept
+    (``command_cache``)."""
     name, path = name_and_path(args.model)
-    model, tokenizer = load_encoder(path, device=args.device)
+    model, tokenizer = load_encoder(path, device=args.device or device)
     cache = command_cache(args, model, tokenizer, catalog)
-    return ranking_scorer(args, model, tokenizer, name, cache_path=cache), cache
+    return model, tokenizer, ranking_scorer(args, model, tokenizer, name, cache_path=cache), cache
 
 
 def ranks_by_the_model_alone(args: argparse.Namespace) -> bool:

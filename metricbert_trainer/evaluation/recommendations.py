@@ -16,8 +16,9 @@ With ``candidates`` each item's are searched among a pool of candidates instead
 from __future__ import annotations
 
 import logging
+import shutil
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -164,6 +165,44 @@ def write_recommendations(
         time.perf_counter() - started,
     )
     return written
+
+
+def join_tables(parts: Sequence[Path], path: str | Path) -> Path:
+    """Writes the tables ``parts`` (each written by ``write_recommendations`` in ``path``'s format)
+    one after the other into ``path``, whole (``write_whole``): the table one call over all their
+    items in that order writes, row for row (a Parquet file's row groups end where a part ends).
+    CSV and TSV keep the first part's header alone; the files are copied, not parsed."""
+    kind = recommendation_format(path)
+
+    def write(temporary: Path) -> None:
+        temporary.unlink()  # created private by write_whole: made anew, with the mode a part has
+        if kind == "parquet":
+            _join_parquet(parts, temporary)
+            return
+        with temporary.open("xb") as joined:
+            for number, part in enumerate(parts):
+                with Path(part).open("rb") as source:
+                    if number and kind in ("csv", "tsv"):
+                        source.readline()  # the header: the column names, which hold no line break
+                    shutil.copyfileobj(source, joined)
+
+    return write_whole(path, write)
+
+
+def _join_parquet(parts: Sequence[Path], path: Path) -> None:
+    """The row groups of the Parquet ``parts`` in order into one file, a group at a time."""
+    import pyarrow.parquet as pq
+
+    writer = None
+    try:
+        for part in parts:
+            source = pq.ParquetFile(part)
+            writer = writer or pq.ParquetWriter(path, source.schema_arrow)
+            for group in range(source.num_row_groups):
+                writer.write_table(source.read_row_group(group), row_group_size=ROW_GROUP_ROWS)
+    finally:
+        if writer is not None:
+            writer.close()
 
 
 class _TableWriter:

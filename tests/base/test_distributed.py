@@ -357,6 +357,50 @@ def test_encode_shares_the_catalog_among_processes_and_writes_one_cache(files, t
                 np.testing.assert_array_equal(both[name], alone[name])
 
 
+def test_recommend_all_shares_the_items_among_a_launchs_processes_and_writes_one_table(
+    files, tiny_model_path, tmp_path
+):
+    """``accelerate launch -m metricbert_trainer.cli recommend --all`` on two processes: the
+    encoding shared, the TF-IDF fitted and the lists listed once (by process 0), each process
+    ranking half the items, and the parts joined into the table one process writes from the same
+    vectors, byte for byte, no part left behind."""
+    import shutil
+
+    from metricbert_trainer.cli import main as metricbert
+
+    options = [
+        "recommend", "--model", tiny_model_path, "--catalog", str(files / "wines.csv"),
+        "--max-length", "32", "--all", "--top-k", "5",
+    ]  # fmt: skip
+    launched, shared = tmp_path / "launched" / "table.csv", tmp_path / "launched" / "items.npz"
+    launched.parent.mkdir()
+    result = launch(
+        "cpu.yaml",
+        "--module",
+        "metricbert_trainer.cli",
+        *options,
+        "--output",
+        str(launched),
+        "--cache",
+        str(shared),
+    )
+    assert result.stdout.count(f"{launched}: 300 neighbours of 60 items") == 1
+    assert result.stdout.count("on 2 processes.") == 1
+    for once in (
+        "Wrote embeddings to",
+        "listing the 20 nearest items",
+        "Wrote 150 recommendations (30 items)",
+    ):
+        assert result.stderr.count(once) == (2 if once.startswith("Wrote 150") else 1), once
+    assert sorted(path.name for path in launched.parent.iterdir()) == [
+        "items.npz", "items.shared-neighbours.npz", "items.tfidf.npz", "table.csv"
+    ]  # fmt: skip
+    alone = tmp_path / "alone.npz"
+    shutil.copy(shared, alone)  # the same vectors; the TF-IDF and the lists made again by one process
+    assert metricbert([*options, "--output", str(tmp_path / "alone.csv"), "--cache", str(alone)]) == 0
+    assert launched.read_bytes() == (tmp_path / "alone.csv").read_bytes()
+
+
 def test_a_launch_that_only_writes_the_cache_leaves_the_vectors_with_process_0(one_launch, tokenizer):
     """Every process of ``metricbert encode`` received every vector, and read a matching or an
     earlier cache whole: 31 GB each for ten million MiniLM items. Now process 0 alone holds them,

@@ -23,6 +23,7 @@ from metricbert_trainer.evaluation.recommendations import (
     COLUMNS,
     MAX_CHUNK,
     chunk_size,
+    join_tables,
     recommendation_chunks,
     shard_items,
     write_recommendations,
@@ -91,6 +92,29 @@ def test_the_table_is_written_whole_and_reads_back(wines_80, tmp_path, suffix):
     assert list(tmp_path.iterdir()) == [path]
     if suffix == ".parquet":  # the 12 chunks gathered into one row group
         assert pq.ParquetFile(path).num_row_groups == 1
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".tsv", ".jsonl", ".parquet"])
+def test_parts_joined_are_the_table_one_call_writes(wines_80, tmp_path, suffix):
+    """The parts of a launch's processes (``cli/launched_table``), joined in order: the file one
+    call over every item writes, byte for byte in the text formats (one header), row for row in
+    Parquet; the join is written whole, with the mode a table gets."""
+    scorer = TfidfScorer()
+    whole = tmp_path / f"whole{suffix}"
+    write_recommendations(scorer, wines_80, 4, whole, chunk=7)
+    parts = [tmp_path / f"part-{index}{suffix}" for index in range(3)]
+    for index, part in enumerate(parts):
+        write_recommendations(scorer, wines_80, 4, part, chunk=7, items=shard_items(80, 3, index))
+    joined = join_tables(parts, tmp_path / f"joined{suffix}")
+    if suffix == ".parquet":
+        pd.testing.assert_frame_equal(pd.read_parquet(joined), pd.read_parquet(whole))
+        assert pq.ParquetFile(joined).num_row_groups == 3  # a part's group stays a group
+    else:
+        assert joined.read_bytes() == whole.read_bytes()
+    assert joined.stat().st_mode == whole.stat().st_mode
+    assert sorted(path.name for path in tmp_path.iterdir()) == sorted(
+        [whole.name, joined.name, *(part.name for part in parts)]
+    )
 
 
 def test_parquet_row_groups_hold_many_chunks_up_to_their_size(wines_80, tmp_path, monkeypatch):
