@@ -43,8 +43,8 @@ from metricbert_trainer.evaluation.recommendations import join_tables, shard_ite
 from metricbert_trainer.evaluation.scorers import Scorer
 
 # How long the processes of a launch wait for each other, above all for process 0 preparing the
-# caches: the shared-neighbour lists of a million items took 20 to 40 minutes on two CPU cores
-# (docs/scale_out.md), beyond torch.distributed's default of 30 minutes.
+# caches: at a million items on two CPU cores about 33 minutes (docs/evaluation.md), beyond
+# torch.distributed's default of 30 minutes.
 WAIT = datetime.timedelta(hours=12)
 
 
@@ -82,8 +82,9 @@ def machine_threads() -> Iterator[None]:
     """Within the block, this process's thread pools (torch's, OpenMP's, which FAISS uses, and
     BLAS's) hold the threads of every process of the launch on its machine, which wait meanwhile.
     A launch gives each process its share of the cores (``--num_cpu_threads_per_process``): on two
-    cores, process 0 preparing 100,000 items' lists alone on one thread took the launch's first
-    call from 219 to 241 s (docs/evaluation.md)."""
+    cores, with process 0 preparing 100,000 items' lists on its one thread, a launch of two took
+    241 s for the first call where one process took 219 s; with both threads, 172 s
+    (docs/evaluation.md)."""
     threads = torch.get_num_threads()
     widened = threads * int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
     with threadpool_limits(limits=widened):
