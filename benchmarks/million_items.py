@@ -1305,18 +1305,14 @@ def timed_command(command: list[str]) -> tuple[subprocess.CompletedProcess, floa
 
 
 def cpu_label() -> str:
-    """The CPU as /proc/cpuinfo names it, with its family and model (one Xeon name covers many)."""
-    fields = {}
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as handle:
-            for line in handle:
-                name, _, value = line.partition(":")
-                fields.setdefault(name.strip(), value.strip())
-    except OSError:
-        return "CPU not named"
+    """The CPU as /proc/cpuinfo names it (``cpu_name``), with its family and model (one Xeon name
+    covers many) and its cores."""
+    from metricbert_trainer.training.config import cpuinfo_fields
+
+    fields = cpuinfo_fields()
     return (
-        f"{fields.get('model name', 'CPU')}, family {fields.get('cpu family', '?')} model "
-        f"{fields.get('model', '?')}, {os.cpu_count()} cores"
+        f"{cpu_name()}, family {fields.get('cpu family', '?')} model {fields.get('model', '?')}, "
+        f"{os.cpu_count()} cores"
     )
 
 
